@@ -1,0 +1,36 @@
+"""``vrex-golden``: run every method on a trace and write build/golden/<trace>/."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .job import format_table, run_job
+from .trace import TraceError, load_trace
+
+DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "data" / "carphone_cut.npz"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="vrex-golden", description=__doc__)
+    ap.add_argument("--trace", default=str(DEFAULT_TRACE), help="trace .npz (default: bundled)")
+    ap.add_argument("--out", default="build/golden", help="output folder (a subfolder per trace)")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("--no-figures", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        trace = load_trace(args.trace)
+    except TraceError as e:
+        print(f"vrex-golden: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out) / trace.name
+    summary = run_job(trace, out, progress=not args.quiet, figures=not args.no_figures)
+    print(format_table(summary))
+    print(f"wrote {out / 'summary.json'}" + ("" if args.no_figures else
+          f", {out / 'retrieval.png'}, {out / 'pareto.png'}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

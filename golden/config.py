@@ -1,0 +1,238 @@
+"""One frozen configuration object for a V-Rex build.
+
+The same :class:`Config` feeds the golden model, the RTL generators, the testbenches and the
+reports. It holds the model geometry, the ReSV hyperparameters with every option that
+``DESIGN.md`` §3 (D1-D12) leaves open, the integer formats of the hardware-exact mode
+(``docs/numerics.md``), and the hardware sizes. Every field is checked at construction; the
+message names the field and the bad value. Derived values are properties, computed once here.
+
+Two named presets fix the hash choice of D1: ``paper`` (post-RoPE keys, raw, Th_hd = 7, no age
+limit) and ``tuned`` (pre-RoPE keys centred on the running mean, Th_hd = 9, age limit 8 steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field, fields
+
+__all__ = ["Config", "ConfigError", "PRESETS"]
+
+
+class ConfigError(ValueError):
+    """A configuration field holds a value that no build accepts."""
+
+
+_CHOICES = {
+    "hash_input": ("post_rope", "pre_rope"),   # D1: which keys are hashed
+    "hash_scope": ("concat", "per_head"),      # D1: one hash over all KV heads, or one per head
+    "weight_mode": ("exp", "relu"),            # D7: exp((s - max)·α), or raw scores clipped at 0
+    "wicsum": ("exact", "bucket"),             # D8: sorted WiCSum, or the WTU's bucketed walk
+    "scope": ("kv_head", "layer"),             # D9: one union per KV head, or one per layer
+    "timing": ("same_layer", "prev_layer"),    # D11: own selection, or the previous layer's
+    "numerics": ("float", "int"),              # float reference, or the hardware-exact mode
+}
+
+
+def _is_pow2(x: int) -> bool:
+    return isinstance(x, int) and x > 0 and (x & (x - 1)) == 0
+
+
+@dataclass(frozen=True)
+class Config:
+    """A complete, validated description of one build and one ReSV setting.
+
+    Geometry
+        ``n_layers`` layers, ``n_q_heads`` query heads sharing ``n_kv_heads`` KV heads (GQA),
+        ``head_dim`` values per head.
+    ReSV (DESIGN.md §3)
+        ``n_hp`` hash bits; ``th_hd`` Hamming join threshold (join if distance < th_hd);
+        ``window`` W most recently opened clusters compared; ``max_age`` A in steps (``None`` =
+        unlimited); ``th_r`` WiCSum ratio; ``buckets`` B of the bucketed walk; ``n_sink`` pinned
+        prompt tokens (``None`` = all of step 0); ``hash_input``, ``centre``, ``hash_scope``,
+        ``weight_mode``, ``wicsum``, ``scope``, ``timing`` the options of D1, D7, D8, D9, D11;
+        ``numerics`` float reference or hardware-exact integers; ``hp_seed`` the hyperplane seed.
+    Integer formats (docs/numerics.md)
+        ``exp_frac_bits`` fractional bits of the exponent fed to the exp table (table size
+        2**exp_frac_bits); ``weight_bits`` width of an unsigned weight, 1.0 = 2**(weight_bits-1);
+        ``th_r_frac_bits`` fractional bits of the Th_r register; ``count_bits`` width of a
+        cluster member count; ``out_frac_bits`` fractional bits of the attention output.
+    KV layout (D12)
+        ``block_tokens`` tokens per block per KV head; ``near_blocks`` near-tier capacity in
+        blocks (all layers and heads together).
+    Hardware sizes
+        ``hcu_lanes`` XOR-popcount lanes; ``wtu_lanes`` WTU lanes; ``wtu_row_entries`` on-chip
+        score-memory depth in entries.
+    """
+
+    # geometry
+    n_layers: int = 3
+    n_q_heads: int = 9
+    n_kv_heads: int = 3
+    head_dim: int = 64
+    # ReSV
+    preset: str = "paper"
+    n_hp: int = 32
+    th_hd: int = 7
+    window: int = 1024
+    max_age: int | None = None
+    th_r: float = 0.3
+    buckets: int = 16
+    n_sink: int | None = None
+    hash_input: str = "post_rope"
+    centre: bool = False
+    hash_scope: str = "concat"
+    weight_mode: str = "exp"
+    wicsum: str = "bucket"
+    scope: str = "kv_head"
+    timing: str = "same_layer"
+    numerics: str = "int"
+    hp_seed: int = 0x5EED
+    # integer formats
+    exp_frac_bits: int = 8
+    weight_bits: int = 16
+    th_r_frac_bits: int = 16
+    count_bits: int = 16
+    out_frac_bits: int = 8
+    # KV layout
+    block_tokens: int = 16
+    near_blocks: int = 4096
+    # hardware sizes
+    hcu_lanes: int = 16
+    wtu_lanes: int = 16
+    wtu_row_entries: int = 4096
+
+    def __post_init__(self):
+        def need(cond, name, what):
+            if not cond:
+                raise ConfigError(f"{name} must be {what}, not {getattr(self, name)!r}")
+
+        for name in ("n_layers", "n_q_heads", "n_kv_heads", "head_dim", "window",
+                     "block_tokens", "near_blocks", "wtu_row_entries"):
+            v = getattr(self, name)
+            need(isinstance(v, int) and not isinstance(v, bool) and v > 0, name,
+                 "a positive integer")
+        if self.n_q_heads % self.n_kv_heads:
+            raise ConfigError(f"n_q_heads must be a multiple of n_kv_heads ({self.n_kv_heads}), "
+                              f"not {self.n_q_heads!r}")
+        need(isinstance(self.n_hp, int) and 1 <= self.n_hp <= 64, "n_hp",
+             "an integer from 1 to 64")
+        need(isinstance(self.th_hd, int) and 0 <= self.th_hd <= self.n_hp + 1, "th_hd",
+             f"an integer from 0 to n_hp + 1 ({self.n_hp + 1})")
+        need(self.max_age is None or (isinstance(self.max_age, int) and self.max_age >= 0),
+             "max_age", "None (unlimited) or a non-negative integer")
+        need(isinstance(self.th_r, (int, float)) and 0.0 <= self.th_r <= 1.0
+             and not isinstance(self.th_r, bool), "th_r", "a number from 0 to 1")
+        need(_is_pow2(self.buckets), "buckets", "a positive power of two")
+        need(self.n_sink is None or (isinstance(self.n_sink, int) and self.n_sink >= 0),
+             "n_sink", "None (all of step 0) or a non-negative integer")
+        for name, choices in _CHOICES.items():
+            need(getattr(self, name) in choices, name, "one of " + ", ".join(map(repr, choices)))
+        need(isinstance(self.centre, bool), "centre", "True or False")
+        need(self.preset in PRESETS or self.preset == "custom", "preset",
+             "one of " + ", ".join(map(repr, [*PRESETS, "custom"])))
+        need(isinstance(self.hp_seed, int) and 0 <= self.hp_seed < 2**64, "hp_seed",
+             "an integer from 0 to 2**64 - 1")
+        need(isinstance(self.exp_frac_bits, int) and 1 <= self.exp_frac_bits <= 12,
+             "exp_frac_bits", "an integer from 1 to 12")
+        need(isinstance(self.weight_bits, int) and 4 <= self.weight_bits <= 24, "weight_bits",
+             "an integer from 4 to 24")
+        need(isinstance(self.th_r_frac_bits, int) and 4 <= self.th_r_frac_bits <= 24,
+             "th_r_frac_bits", "an integer from 4 to 24")
+        need(isinstance(self.count_bits, int) and 1 <= self.count_bits <= 32, "count_bits",
+             "an integer from 1 to 32")
+        need(isinstance(self.out_frac_bits, int) and 0 <= self.out_frac_bits <= 16,
+             "out_frac_bits", "an integer from 0 to 16")
+        need(_is_pow2(self.hcu_lanes), "hcu_lanes", "a positive power of two")
+        need(_is_pow2(self.wtu_lanes), "wtu_lanes", "a positive power of two")
+        need(self.window % self.hcu_lanes == 0, "window",
+             f"a multiple of hcu_lanes ({self.hcu_lanes})")
+
+    # --- derived values -------------------------------------------------------------------
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head (GQA)."""
+        return self.n_q_heads // self.n_kv_heads
+
+    @property
+    def hash_dim(self) -> int:
+        """Values one hash projects: all KV heads concatenated (D1) or one head."""
+        return self.n_kv_heads * self.head_dim if self.hash_scope == "concat" else self.head_dim
+
+    @property
+    def hash_groups(self) -> int:
+        """Independent HC tables per layer: one (concat) or one per KV head."""
+        return 1 if self.hash_scope == "concat" else self.n_kv_heads
+
+    @property
+    def th_r_fixed(self) -> int:
+        """Th_r as the unsigned register value, ``round(th_r · 2**th_r_frac_bits)``."""
+        return int(math.floor(self.th_r * (1 << self.th_r_frac_bits) + 0.5))
+
+    @property
+    def weight_one(self) -> int:
+        """The integer weight that stands for 1.0."""
+        return 1 << (self.weight_bits - 1)
+
+    @property
+    def projection_bits(self) -> int:
+        """Signed width of one hash projection: int8·int8 summed over hash_dim, less its bias."""
+        return 16 + math.ceil(math.log2(self.hash_dim)) + 1
+
+    @property
+    def score_bits(self) -> int:
+        """Signed width of a score q·k̄ of int8 vectors over head_dim."""
+        return 16 + math.ceil(math.log2(self.head_dim))
+
+    @property
+    def wtu_sum_bits(self) -> int:
+        """Unsigned width of Σ weight·count over a full score memory."""
+        return self.weight_bits + self.count_bits + math.ceil(math.log2(self.wtu_row_entries))
+
+    @property
+    def hcu_window_bytes(self) -> int:
+        return self.window * self.n_hp // 8
+
+    # --- presets and transport ------------------------------------------------------------
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "Config":
+        """The named preset of D1 (``paper`` or ``tuned``), with any field overridden."""
+        if name not in PRESETS:
+            raise ConfigError(f"preset must be one of {', '.join(map(repr, PRESETS))}, "
+                              f"not {name!r}")
+        return cls(**{**PRESETS[name], "preset": name, **overrides})
+
+    def replace(self, **changes) -> "Config":
+        """A copy with fields changed. Changing a hash field of a preset makes it ``custom``."""
+        if self.preset != "custom" and "preset" not in changes:
+            if any(k in PRESETS[self.preset] and changes[k] != PRESETS[self.preset][k]
+                   for k in changes):
+                changes["preset"] = "custom"
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown configuration field(s): {', '.join(unknown)}")
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Config":
+        return cls.from_dict(json.loads(text))
+
+
+PRESETS: dict[str, dict] = {
+    # The paper's setting: post-RoPE keys, raw, Th_hd = 7, no age limit.
+    "paper": dict(hash_input="post_rope", centre=False, th_hd=7, max_age=None),
+    # Same-patch keys of consecutive frames stay close only before RoPE and once centred.
+    "tuned": dict(hash_input="pre_rope", centre=True, th_hd=9, max_age=8),
+}
