@@ -194,8 +194,14 @@ def wicsum_bucket(s, w, n, valid, th_r_fixed: int, th_r_frac_bits: int, buckets:
     smax = np.where(has[:, None], smax, 0)
     b = np.clip(bucket_of(s, smin, smax, buckets), 0, buckets - 1)
     contrib = np.where(valid, w * n, 0)
-    per = np.zeros((R, buckets), np.int64)
-    np.add.at(per, (np.repeat(np.arange(R), C), b.ravel()), contrib.ravel())
+    flat = (np.arange(R)[:, None] * buckets + b).ravel()
+    if int(contrib.max(initial=0)) * C < (1 << 53):        # float64 sums stay exact
+        per = np.bincount(flat, contrib.ravel().astype(np.float64), R * buckets)
+        per = per.astype(np.int64).reshape(R, buckets)
+    else:
+        per = np.zeros(R * buckets, np.int64)
+        np.add.at(per, flat, contrib.ravel())
+        per = per.reshape(R, buckets)
     total = per.sum(axis=1)
     assert int(total.max()) < (1 << 62) // max(1, th_r_fixed), "WiCSum threshold overflows"
     th = (total * th_r_fixed) >> th_r_frac_bits

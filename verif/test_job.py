@@ -1,0 +1,66 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from golden.job import METHODS, format_table, run_job
+from golden.trace import synthetic_trace
+
+from .conftest import ROOT
+
+SMALL_SWEEPS = {"resv": [0.1, 0.9], "resv_tuned": [0.1], "resv_noclust": [0.1], "topk": [8],
+                "rekv": [1], "window": [16]}
+
+
+def _check_summary(sm, n_layers, n_kv):
+    for m in METHODS:
+        r = sm[m]
+        for key in ("retrieval_ratio", "mass_recall", "output_cosine"):
+            assert set(r[key]) >= {"frame", "text"}
+            for st in ("frame", "text"):
+                assert r[key][st] is None or -1.0 <= r[key][st] <= 1.0 + 1e-9
+        assert len(r["per_layer_ratio"]) == n_layers and len(r["per_head_ratio"]) == n_kv
+        assert {"bytes_near", "bytes_far", "bursts_near", "bursts_far"} <= set(r["fetch"])
+    for m in ("resv", "resv_tuned"):
+        c = sm[m]["clusters"]
+        assert c["count"] > 0 and c["mean_tokens"] >= 1 and 0 < c["table_share"] < 1
+        assert sm[m]["int_attention_cosine"] > 0.99
+    assert 0 <= sm["int_float_agreement"] <= 1
+    full = sm["full"]
+    assert full["retrieval_ratio"]["frame"] == 1.0
+    assert full["mass_recall"]["frame"] == pytest.approx(1.0)
+    assert full["output_cosine"]["frame"] == pytest.approx(1.0)
+    assert set(sm["pareto"]) == set(METHODS)
+    # a method's curve: the larger the budget, the more it fetches
+    for m in ("topk", "window", "resv"):
+        r = [p["retrieval_ratio"] for p in sm["pareto"][m]]
+        assert r == sorted(r)
+
+
+def test_job_on_synthetic(tmp_path):
+    tr = synthetic_trace(seed=31, n_frames=6)
+    sm = run_job(tr, tmp_path, progress=False, sweeps=SMALL_SWEEPS)
+    _check_summary(sm, tr.n_layers, tr.n_kv_heads)
+    assert json.loads((tmp_path / "summary.json").read_text())["trace"] == tr.name
+    for fig in ("retrieval.png", "pareto.png"):
+        assert (tmp_path / fig).read_bytes()[:4] == b"\x89PNG"
+    assert "resv_tuned" in format_table(sm)
+
+
+def test_job_on_bundled_trace(bundled, tmp_path):
+    sm = run_job(bundled, tmp_path, progress=False, figures=False)
+    _check_summary(sm, 3, 3)
+    # ReSV fetches less than everything and keeps most of the attention mass
+    for m in ("resv", "resv_tuned"):
+        assert sm[m]["retrieval_ratio"]["frame"] < 0.8
+        assert sm[m]["mass_recall"]["frame"] > 0.9
+    # the near tier holds half of the stream: fetching everything must reach the far tier
+    assert sm["near_blocks"] > 0 and sm["full"]["fetch"]["bytes_far"] > 0
+
+
+def test_cli_rejects_a_bad_trace(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "golden.cli", "--trace", str(tmp_path / "x.npz")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2 and "no trace file at" in p.stderr
