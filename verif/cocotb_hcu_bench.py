@@ -1,0 +1,96 @@
+"""HCU benchmark under Verilator (``make bench``): counters and cycles, never wall time.
+
+Streams with ``o`` always ready and the input always valid; writes ``HCU_BENCH_OUT`` (JSON).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from verif.cocotb_hcu import HcuTB
+from verif.hcu_model import frames, structured_hashes
+
+
+async def _measure(tb, toks, th_hd, max_age):
+    await tb.reset()
+    got, want, perf = await tb.run(toks, th_hd, max_age)
+    n_open, fills = {}, []
+    for w in want:
+        fills.append(n_open.get(w["layer"], 0))
+        n_open[w["layer"]] = n_open.get(w["layer"], 0) + int(w["opened"])
+    gaps = np.diff(tb.sink.cycles)             # cycles of token k+1 = gap k
+    return got, want, perf, np.array(fills[1:]), gaps
+
+
+def _summary(tb, perf, cycles):
+    lanes = tb.model.lanes
+    return {"cycles": int(cycles), "busy": perf["busy"], "stalled": perf["stalled"],
+            "comparisons": perf["comparisons"], "opened": perf["opened"],
+            "joined": perf["joined"],
+            "comparisons_per_busy_cycle": perf["comparisons"] / max(perf["busy"], 1),
+            "lane_utilisation": perf["comparisons"] / max(perf["busy"] * lanes, 1),
+            "cycles_per_token": cycles / max(perf["opened"] + perf["joined"], 1)}
+
+
+@cocotb.test()
+async def bench(dut):
+    tb = HcuTB(dut, seed=0)
+    await tb.start()
+    m = tb.model
+    W, N = m.window, m.lanes
+    report = {"params": {"n_hp": m.n_hp, "lanes": N, "window": W, "layers": m.layers}}
+
+    # synthetic worst case: every token opens, the window fills and then stays full
+    n = 2 * W
+    rng = np.random.default_rng(1)
+    hashes = [int(h) for h in rng.permutation(2 ** min(m.n_hp, 24))[:n]]
+    got, want, perf, fills, gaps = await _measure(tb, frames(hashes, [0] * n), 1, None)
+    by_fill = {}
+    for rows in sorted({-(-min(f, W) // N) for f in fills}):
+        sel = np.array([-(-min(f, W) // N) == rows for f in fills])
+        by_fill[int(rows * N)] = {"measured": float(gaps[sel].mean()),
+                             "model": m.cycles_per_token(int(rows * N))}
+    full = fills >= W
+    report["synthetic_distinct"] = dict(
+        _summary(tb, perf, tb.sink.cycles[-1] + 1), tokens=n,
+        cycles_per_token_by_fill=by_fill,
+        full_window={"cycles_per_token": float(gaps[full].mean()),
+                     "comparisons_per_cycle": W / float(gaps[full].mean()),
+                     "share_of_lane_peak": W / float(gaps[full].mean()) / N})
+
+    # synthetic structured stream: redundancy makes tokens join
+    rng = np.random.default_rng(2)
+    hs = structured_hashes(rng, 2000, m.n_hp, centres=64, flips=m.n_hp // 6)
+    toks = frames(hs, np.repeat(np.arange(20), 100))
+    _, _, perf, _, _ = await _measure(tb, toks, 7, None)
+    report["synthetic_structured"] = dict(_summary(tb, perf, tb.sink.cycles[-1] + 1), tokens=2000)
+
+    # the bundled real trace under both presets, layers in streaming order
+    from golden.config import Config
+    from golden.resv import run_resv
+    from golden.trace import load_trace, quantise
+    from verif.conftest import BUNDLED
+    from verif.hcu_model import Token
+    tr = load_trace(BUNDLED)
+    qt = quantise(tr)
+    b = tr.step_bounds()
+    for preset in ("paper", "tuned"):
+        cfg = Config.from_preset(preset, **tr.geometry(), n_hp=m.n_hp)
+        r = run_resv(tr, qt, cfg, [0.3])
+        toks = []
+        for s in range(tr.n_steps):
+            for l in range(min(tr.n_layers, m.layers)):
+                ts = [t for t in range(b[s], b[s + 1]) if r.cluster_of[l, 0, t] >= 0]
+                toks += [Token(int(r.hashes[l, 0, t]), l, s, int(i == 0), int(i == len(ts) - 1))
+                         for i, t in enumerate(ts)]
+        _, _, perf, _, _ = await _measure(tb, toks, cfg.th_hd, cfg.max_age)
+        report[f"trace_{preset}"] = dict(_summary(tb, perf, tb.sink.cycles[-1] + 1),
+                                         tokens=len(toks), trace=tr.name)
+    out = os.environ.get("HCU_BENCH_OUT")
+    if out:
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
