@@ -59,10 +59,11 @@ class HashClusterUnit(wiring.Component):
     ``window · entry`` bits of traffic and a stall at every switch. For models with more layers
     than contexts the host runs the unit once per group of layers (reset clears every window).
 
-    Pipeline: a token is taken into a one-token buffer while the previous one is processed;
-    the scan reads one row per cycle (``lanes`` comparisons), registers the lanes' distances,
-    reduces them through a tree into the running best, and decides two cycles after the last
-    read. A token whose layer holds n clusters reaches ``o`` ``ceil(min(n, window) / lanes) +
+    Pipeline: a token is taken into a one-token buffer while the previous one is processed.
+    The scan reads one row per cycle (``lanes`` comparisons); s2 registers each lane's rank
+    ``{eligible, ~distance, recency}`` (one unsigned compare orders candidates by D4), s3 the
+    row's winner out of a tree over (rank, lane) only; the decision merges s3 into the running
+    best combinationally, two cycles after the last row read. A token whose layer holds n clusters reaches ``o`` ``ceil(min(n, window) / lanes) +
     latency`` cycles after it starts (``latency`` = 2); with ``o`` ready the next token starts
     the cycle after the output transfers, so throughput is one token per
     ``cycles_per_token(n)`` cycles, and a full 1024-entry, 16-lane window compares at
@@ -212,27 +213,39 @@ class HashClusterUnit(wiring.Component):
                              s2[j].rank.key.eq(Cat(slot, slot < r)), s2[j].entry.eq(e)]
         m.d.sync += s2_valid.eq(s1_valid)
 
-        def better(a, b):
-            """``a`` beats ``b``: eligible, smaller distance, or equal and more recent."""
-            return a.rank.as_value() > b.rank.as_value()
-
-        nodes = s2
+        # the tree carries only (rank, lane); the winning lane's entry is picked at the end,
+        # so the wide entries are muxed once instead of at every level
+        lane_bits = max(1, exact_log2(N))
+        nodes = [(s2[j].rank.as_value(), Const(j, lane_bits)) for j in range(N)]
         level = 0
         while len(nodes) > 1:
             nxt_nodes = []
             for j in range(0, len(nodes), 2):
-                w = Signal(lane_t, name=f"s2_red_l{level}_{j // 2}")
-                m.d.comb += w.eq(Mux(better(nodes[j + 1], nodes[j]), nodes[j + 1], nodes[j]))
-                nxt_nodes.append(w)
+                (ra, la), (rb, lb) = nodes[j], nodes[j + 1]
+                rw = Signal(rank_t.size, name=f"s2_rank_l{level}_{j // 2}")
+                lw = Signal(lane_bits, name=f"s2_lane_l{level}_{j // 2}")
+                take_b = rb > ra
+                m.d.comb += [rw.eq(Mux(take_b, rb, ra)), lw.eq(Mux(take_b, lb, la))]
+                nxt_nodes.append((rw, lw))
             nodes = nxt_nodes
             level += 1
-        with m.If(s2_valid & better(nodes[0], best)):
-            m.d.sync += best.eq(nodes[0])
+        win_rank, win_lane = nodes[0]
+        # s3 registers the row's winner; the decision reads merge(s3, best) in the cycle the
+        # last row sits in s3, so the extra stage costs no cycle per token
+        s3_valid = Signal()
+        s3 = Signal(lane_t)
+        m.d.sync += s3_valid.eq(s2_valid)
+        with m.If(s2_valid):
+            m.d.sync += [s3.rank.eq(win_rank), s3.entry.eq(Array(x.entry for x in s2)[win_lane])]
+        fin = Signal(lane_t)
+        m.d.comb += fin.eq(Mux(s3_valid & (s3.rank.as_value() > best.rank.as_value()), s3, best))
+        with m.If(s3_valid):
+            m.d.sync += best.eq(fin)
 
         # the decision
-        best_elig, best_key = best.rank.elig, best.rank.key
+        best_elig, best_key = fin.rank.elig, fin.rank.key
         best_dist = Signal(dist_bits)
-        m.d.comb += best_dist.eq(~best.rank.ndist)
+        m.d.comb += best_dist.eq(~fin.rank.ndist)
         join = Signal()
         m.d.comb += join.eq(best_elig & (best_dist < self.th_hd))
         base = Signal(self._id_bits)
@@ -241,8 +254,8 @@ class HashClusterUnit(wiring.Component):
         m.d.comb += cid.eq(Mux(join, Mux(best_key[wlog], base + best_key[:wlog],
                                           base - W + best_key[:wlog]), n_cur))
         new_count = Signal(self._count_bits)
-        m.d.comb += new_count.eq(Mux(join, Mux(best.entry.count == cmax, cmax,
-                                               best.entry.count + 1), 1))
+        m.d.comb += new_count.eq(Mux(join, Mux(fin.entry.count == cmax, cmax,
+                                               fin.entry.count + 1), 1))
         m.d.comb += [
             self.o.payload.token.eq(token), self.o.payload.cluster.eq(cid),
             self.o.payload.opened.eq(~join),
@@ -253,8 +266,8 @@ class HashClusterUnit(wiring.Component):
         slot_w = Signal(wlog)
         m.d.comb += slot_w.eq(Mux(join, best_key[:wlog], r))
         new_entry = Signal(self.entry_layout)
-        m.d.comb += [new_entry.hash.eq(Mux(join, best.entry.hash, cur.hash)),
-                     new_entry.step.eq(Mux(join, best.entry.step, cur.step)),
+        m.d.comb += [new_entry.hash.eq(Mux(join, fin.entry.hash, cur.hash)),
+                     new_entry.step.eq(Mux(join, fin.entry.step, cur.step)),
                      new_entry.count.eq(new_count)]
         m.d.comb += wr.addr.eq(Cat(slot_w[lane_log:], cur.layer[:layer_log]))
         for j in range(N):
@@ -284,7 +297,7 @@ class HashClusterUnit(wiring.Component):
                     m.next = "DECIDE"
             with m.State("DECIDE"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                drained = ~s1_valid & ~s2_valid
+                drained = ~s1_valid & ~s2_valid           # s3 merges combinationally
                 m.d.comb += self.o.valid.eq(drained)
                 with m.If(drained & ~self.o.ready):
                     m.d.sync += perf.stalled.eq(perf.stalled + 1)

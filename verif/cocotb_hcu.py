@@ -123,24 +123,15 @@ async def directed_cases(dut):
 @cocotb.test()
 async def real_trace(dut):
     """Hashes of the bundled real trace, made by the golden model under both presets."""
-    from golden.config import Config
-    from golden.resv import run_resv
     from golden.trace import load_trace, quantise
     from verif.conftest import BUNDLED
+    from verif.hcu_model import trace_tokens
     tb = HcuTB(dut, seed=4)
     await tb.start()
     tr = load_trace(BUNDLED)
     qt = quantise(tr)
-    b = tr.step_bounds()
     for k, preset in enumerate(("paper", "tuned")):
-        cfg = Config.from_preset(preset, **tr.geometry(), n_hp=tb.model.n_hp)
-        r = run_resv(tr, qt, cfg, [0.3])
-        toks = []
-        for s in range(tr.n_steps):           # streaming order: steps outer, layers inner
-            for l in range(min(tr.n_layers, tb.model.layers)):
-                ts = [t for t in range(b[s], b[s + 1]) if r.cluster_of[l, 0, t] >= 0]
-                toks += [Token(int(r.hashes[l, 0, t]), l, s, int(i == 0), int(i == len(ts) - 1))
-                         for i, t in enumerate(ts)]
+        toks, cfg, r = trace_tokens(tr, qt, preset, tb.model.n_hp, tb.model.layers)
         idle, stall = CROSS[3 - k]
         await tb.reset()
         got, want, perf = await tb.run(toks, cfg.th_hd, cfg.max_age, idle, stall)

@@ -70,23 +70,13 @@ async def bench(dut):
     report["synthetic_structured"] = dict(_summary(tb, perf, tb.sink.cycles[-1] + 1), tokens=2000)
 
     # the bundled real trace under both presets, layers in streaming order
-    from golden.config import Config
-    from golden.resv import run_resv
     from golden.trace import load_trace, quantise
     from verif.conftest import BUNDLED
-    from verif.hcu_model import Token
+    from verif.hcu_model import trace_tokens
     tr = load_trace(BUNDLED)
     qt = quantise(tr)
-    b = tr.step_bounds()
     for preset in ("paper", "tuned"):
-        cfg = Config.from_preset(preset, **tr.geometry(), n_hp=m.n_hp)
-        r = run_resv(tr, qt, cfg, [0.3])
-        toks = []
-        for s in range(tr.n_steps):
-            for l in range(min(tr.n_layers, m.layers)):
-                ts = [t for t in range(b[s], b[s + 1]) if r.cluster_of[l, 0, t] >= 0]
-                toks += [Token(int(r.hashes[l, 0, t]), l, s, int(i == 0), int(i == len(ts) - 1))
-                         for i, t in enumerate(ts)]
+        toks, cfg, _ = trace_tokens(tr, qt, preset, m.n_hp, m.layers)
         _, _, perf, _, _ = await _measure(tb, toks, cfg.th_hd, cfg.max_age)
         report[f"trace_{preset}"] = dict(_summary(tb, perf, tb.sink.cycles[-1] + 1),
                                          tokens=len(toks), trace=tr.name)

@@ -57,3 +57,20 @@ def structured_hashes(rng, n, n_hp, centres=12, flips=10):
             h ^= 1 << int(b)
         out.append(h & ((1 << n_hp) - 1))
     return out
+
+
+def trace_tokens(trace, qt, preset: str, n_hp: int, layers: int):
+    """The golden ReSV run's hashes of a trace as HCU tokens, in streaming order (steps outer,
+    layers inner, sink tokens left out), and the run itself."""
+    from golden.config import Config
+    from golden.resv import run_resv
+    cfg = Config.from_preset(preset, **trace.geometry(), n_hp=n_hp)
+    r = run_resv(trace, qt, cfg, [cfg.th_r])
+    b = trace.step_bounds()
+    toks = []
+    for s in range(trace.n_steps):
+        for l in range(min(trace.n_layers, layers)):
+            ts = [t for t in range(b[s], b[s + 1]) if r.cluster_of[l, 0, t] >= 0]
+            toks += [Token(int(r.hashes[l, 0, t]), l, s, int(i == 0), int(i == len(ts) - 1))
+                     for i, t in enumerate(ts)]
+    return toks, cfg, r

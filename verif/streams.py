@@ -19,14 +19,19 @@ def unpack(layout, word: int) -> dict:
     return {name: (word >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
 
 
-class StreamSource:
-    """Drives ``<prefix>__valid/__payload``; idles before a beat with probability ``idle``."""
-
+class _StreamPort:
     def __init__(self, dut, prefix, layout, clk, rng: random.Random):
         self.valid = getattr(dut, f"{prefix}__valid")
         self.ready = getattr(dut, f"{prefix}__ready")
         self.payload = getattr(dut, f"{prefix}__payload")
         self.layout, self.clk, self.rng = layout, clk, rng
+
+
+class StreamSource(_StreamPort):
+    """Drives ``<prefix>__valid/__payload``; idles before a beat with probability ``idle``."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
         self.valid.value = 0
 
     async def send(self, beats, idle: float = 0.0):
@@ -45,15 +50,12 @@ class StreamSource:
         self.valid.value = 0
 
 
-class StreamSink:
+class StreamSink(_StreamPort):
     """Takes beats from ``<prefix>__valid/__payload``; holds ``ready`` low with probability
     ``stall`` each cycle. Fails after ``timeout`` cycles without the expected count."""
 
-    def __init__(self, dut, prefix, layout, clk, rng: random.Random):
-        self.valid = getattr(dut, f"{prefix}__valid")
-        self.ready = getattr(dut, f"{prefix}__ready")
-        self.payload = getattr(dut, f"{prefix}__payload")
-        self.layout, self.clk, self.rng = layout, clk, rng
+    def __init__(self, *args):
+        super().__init__(*args)
         self.ready.value = 0
         self.cycles = []
 
