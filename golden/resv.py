@@ -157,6 +157,7 @@ class ResvLayer:
         self.opened = np.zeros((G, T), bool)
         self.mean_sum = np.zeros((G, cfg.hash_dim), acc)
         self.mean_n = 0
+        self.record = None
 
     def _group_keys(self, keys, g, a, b):
         """Hash-input vectors of tokens a..b for group g: ``[b-a, hash_dim]``."""
@@ -187,6 +188,9 @@ class ResvLayer:
                 else:
                     sc = rows @ rep[:, j].T
                 w = self._weights(sc)
+                if self.record is not None:      # the WTU's input rows, for its testbenches
+                    self.record.append(dict(layer=self.layer, step=s, head=h, cluster=cand,
+                                            score=sc, weight=w, count=cnt))
                 valid = np.ones(sc.shape, bool)
                 n = np.broadcast_to(cnt, sc.shape)
                 for th in th_rs:
@@ -256,8 +260,12 @@ class ResvLayer:
 
 
 def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
-             clustering: bool = True, progress=None) -> ResvResult:
-    """Run ReSV over the whole trace; ``th_rs`` lists the Th_r values to select with."""
+             clustering: bool = True, progress=None, record_rows: list | None = None
+             ) -> ResvResult:
+    """Run ReSV over the whole trace; ``th_rs`` lists the Th_r values to select with.
+
+    ``record_rows``: a list that receives, per (layer, step, KV head) with candidates, the
+    WTU's input: candidate cluster ids, scores ``[rows, C]``, weights and counts."""
     if cfg.wicsum == "bucket" and cfg.numerics != "int":
         raise ConfigError("wicsum 'bucket' needs numerics 'int' (buckets split integer scores)")
     if cfg.numerics == "int" and qt is None:
@@ -273,6 +281,8 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     bounds = trace.step_bounds()
     n_sink = sink_count(trace, cfg)
     layers = [ResvLayer(cfg, trace, qt, l, n_sink, clustering) for l in range(L)]
+    for lay in layers:
+        lay.record = record_rows
     masks = {th: np.zeros((L, S, Hkv, T), bool) for th in th_rs}
     visited: dict = {}
     for s in range(S):

@@ -1,0 +1,85 @@
+"""Block-level golden model of the WiCSum threshold unit (WTU), DESIGN.md D8 and D9.
+
+Input: rows (one per query row of a KV head's group), each a list of candidates (integer
+score, weight, count), grouped into heads. Per row the bucketed WiCSum of
+:func:`golden.numerics.wicsum_bucket` picks entries; the rows of a head are united (D9), and the
+head's selected candidate indices come out in ascending order with their count. A row longer
+than the unit's score memory is refused: it selects nothing and raises the error status.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .numerics import wicsum_bucket
+
+__all__ = ["Row", "WtuResult", "wtu_reference", "sort_baseline_cycles"]
+
+
+@dataclass
+class Row:
+    score: np.ndarray
+    weight: np.ndarray
+    count: np.ndarray
+    valid: np.ndarray | None = None     # False marks a padding entry (no candidate)
+
+    def __post_init__(self):
+        self.score = np.asarray(self.score, np.int64)
+        self.weight = np.asarray(self.weight, np.int64)
+        self.count = np.asarray(self.count, np.int64)
+        if self.valid is None:
+            self.valid = np.ones(len(self.score), bool)
+        self.valid = np.asarray(self.valid, bool)
+
+
+@dataclass
+class WtuResult:
+    heads: list = field(default_factory=list)      # per head: sorted selected indices
+    visited: list = field(default_factory=list)    # per row: buckets visited
+    refused: list = field(default_factory=list)    # per row: refused as too long
+    counters: dict = field(default_factory=dict)
+
+
+def wtu_reference(heads, *, th_r_fixed: int, th_r_frac_bits: int, buckets: int,
+                  row_entries: int, lanes: int) -> WtuResult:
+    """``heads``: a list of heads, each a list of :class:`Row`. Counters as the RTL counts them:
+    rows, buckets visited, buckets skipped by early exit (B - visited, rows with entries),
+    entries read (lanes x beats per bucket visited) and rows refused."""
+    res = WtuResult()
+    c = dict(rows=0, buckets_visited=0, buckets_skipped=0, entries_read=0, rows_refused=0)
+    for rows in heads:
+        union = np.zeros(row_entries, bool)
+        for r in rows:
+            n = len(r.score)
+            c["rows"] += 1
+            if n > row_entries:
+                res.refused.append(True)
+                res.visited.append(0)
+                c["rows_refused"] += 1
+                continue
+            res.refused.append(False)
+            sel, vis = wicsum_bucket(r.score[None], r.weight[None], r.count[None],
+                                     r.valid[None], th_r_fixed, th_r_frac_bits, buckets)
+            v = int(vis[0])
+            res.visited.append(v)
+            union[:n] |= sel[0]
+            c["buckets_visited"] += v
+            if r.valid.any():
+                c["buckets_skipped"] += buckets - v
+            c["entries_read"] += v * lanes * -(-n // lanes)
+        res.heads.append(np.flatnonzero(union))
+    res.counters = c
+    return res
+
+
+def sort_baseline_cycles(n: int, lanes: int) -> int:
+    """Cycles of a full-sort WiCSum with the same lanes, as a model (not RTL): a merge sort
+    that does ``lanes`` compare-and-swaps a cycle, ``n · ceil(log2 n)`` in all, then one
+    cumulative-sum pass of ``ceil(n / lanes)`` cycles; receiving the row costs the same
+    ``ceil(n / lanes)`` as the WTU's and is counted too."""
+    if n <= 1:
+        return 2 * max(n, 1)
+    beats = -(-n // lanes)
+    return -(-n * math.ceil(math.log2(n)) // lanes) + 2 * beats

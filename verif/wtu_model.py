@@ -1,0 +1,69 @@
+"""Scoreboard helpers for the WTU: rows to input beats, and the expected output beats."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from golden.numerics import ExpUnit
+from golden.wtu import Row, wtu_reference
+
+
+def row_beats(row: Row, lanes: int, head_last: bool):
+    n = len(row.score)
+    nb = max(1, -(-n // lanes))
+    beats = []
+    for b in range(nb):
+        entry, valid = [], 0
+        for j in range(lanes):
+            i = b * lanes + j
+            if i < n:
+                entry.append({"score": int(row.score[i]), "weight": int(row.weight[i]),
+                              "count": int(row.count[i])})
+                valid |= int(row.valid[i]) << j
+            else:
+                entry.append({"score": 0, "weight": 0, "count": 0})
+        beats.append({"entry": entry, "valid": valid, "first": int(b == 0),
+                      "last": int(b == nb - 1), "head_last": int(head_last and b == nb - 1)})
+    return beats
+
+
+def all_beats(heads, lanes):
+    out = []
+    for rows in heads:
+        for k, r in enumerate(rows):
+            out += row_beats(r, lanes, k == len(rows) - 1)
+    return out
+
+
+def expected(heads, *, th_r_fixed, th_r_frac_bits, buckets, row_entries, lanes):
+    ref = wtu_reference(heads, th_r_fixed=th_r_fixed, th_r_frac_bits=th_r_frac_bits,
+                        buckets=buckets, row_entries=row_entries, lanes=lanes)
+    beats = []
+    for ids in ref.heads:
+        beats += [{"cluster": int(c), "count": k + 1, "last": 0} for k, c in enumerate(ids)]
+        beats.append({"cluster": 0, "count": len(ids), "last": 1})
+    return beats, ref
+
+
+def random_rows(rng, n_rows, length, *, kind="exp", score_bits=22, count_max=40,
+                invalid=0.0):
+    """Rows of one head: ``kind`` shapes the scores (flat, peaky, exp-like, uniform)."""
+    rows = []
+    e = ExpUnit.from_alpha(2e-3)
+    for _ in range(n_rows):
+        n = int(length) if np.isscalar(length) else int(rng.integers(*length))
+        if kind == "flat":
+            s = np.full(n, int(rng.integers(-1000, 1000)))
+        elif kind == "peaky":
+            s = rng.integers(-3000, -2000, n)
+            s[rng.integers(0, max(n, 1), max(1, n // 10))] = 4000
+        elif kind == "uniform":
+            s = rng.integers(-(1 << (score_bits - 2)), 1 << (score_bits - 2), n)
+        else:
+            s = (rng.exponential(800, n) - 2000).astype(np.int64)
+        w = e(s - s.max()) if n else np.zeros(0, np.int64)
+        c = rng.integers(1, count_max, n)
+        v = rng.random(n) >= invalid
+        rows.append(Row(s, w, c, v))
+    return rows
