@@ -12,6 +12,7 @@ from pathlib import Path
 from golden.config import Config
 
 from .hcu import HashClusterUnit
+from .wtu import WicsumThresholdUnit
 from .tools import setup_environ
 
 __all__ = ["BLOCKS", "emit_verilog", "write_verilog", "lint", "main"]
@@ -19,6 +20,7 @@ __all__ = ["BLOCKS", "emit_verilog", "write_verilog", "lint", "main"]
 # block name -> constructor from the build configuration
 BLOCKS = {
     "hcu": lambda cfg: HashClusterUnit.from_config(cfg),
+    "wtu": lambda cfg: WicsumThresholdUnit.from_config(cfg),
 }
 
 

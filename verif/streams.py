@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import random
 
+from amaranth.hdl import Shape
+from amaranth.lib import data
+
 from cocotb.triggers import ReadOnly, RisingEdge
 
 
-def pack(layout, values: dict) -> int:
-    word = 0
-    for name, field in layout:
-        v = int(values.get(name, 0)) & ((1 << field.width) - 1)
-        word |= v << field.offset
-    return word
+def pack(layout, value) -> int:
+    """Pack a dict (struct), a list (array) or an int into the layout's bits, recursively."""
+    if isinstance(layout, data.Layout):
+        word = 0
+        for key, field in layout:
+            sub = value.get(key, 0) if isinstance(value, dict) else value[key]
+            word |= pack(field.shape, sub) << field.offset
+        return word
+    return int(value) & ((1 << Shape.cast(layout).width) - 1)
 
 
 def unpack(layout, word: int) -> dict:
