@@ -13,31 +13,43 @@ from golden.config import Config
 
 from .emit import write_verilog
 from .hcu import HashClusterUnit
+from .wtu import WicsumThresholdUnit
 from .tools import setup_environ
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def bench_hcu(out_dir: Path, cfg: Config) -> dict:
+def _cocotb_bench(name: str, block, params: dict, out_dir: Path) -> dict:
+    """Build ``block`` under Verilator and run ``verif.cocotb_<name>_bench`` on it."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
     setup_environ()
-    params = dict(n_hp=cfg.n_hp, lanes=cfg.hcu_lanes, window=cfg.window, layers=cfg.n_layers)
-    build = ROOT / "build" / "sim" / "hcu_bench"
-    v = write_verilog(HashClusterUnit(**params), "hcu", build)
+    build = ROOT / "build" / "sim" / f"{name}_bench"
+    v = write_verilog(block, name, build)
     runner = get_runner("verilator")
-    runner.build(sources=[v], hdl_toplevel="hcu", build_dir=build,
+    runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
                  build_args=["-Wno-fatal", str(ROOT / "rtl" / "lint.vlt")],
                  timescale=("1ns", "1ps"))
-    out = out_dir / "hcu.json"
-    xml = runner.test(hdl_toplevel="hcu", test_module="verif.cocotb_hcu_bench", build_dir=build,
-                      test_dir=build, results_xml=str(build / "results.xml"),
-                      extra_env={"HCU_PARAMS": json.dumps(params), "PYTHONPATH": str(ROOT),
-                                 "HCU_BENCH_OUT": str(out.resolve())})
+    out = (out_dir / f"{name}.json").resolve()
+    key = name.upper()
+    xml = runner.test(hdl_toplevel=name, test_module=f"verif.cocotb_{name}_bench",
+                      build_dir=build, test_dir=build, results_xml=str(build / "results.xml"),
+                      extra_env={f"{key}_PARAMS": json.dumps(params), "PYTHONPATH": str(ROOT),
+                                 f"{key}_BENCH_OUT": str(out)})
     total, failed = get_results(xml)
     if failed:
-        raise SystemExit(f"the HCU benchmark failed ({failed} of {total})")
+        raise SystemExit(f"the {key} benchmark failed ({failed} of {total})")
     return json.loads(out.read_text())
+
+
+def bench_hcu(out_dir: Path, cfg: Config) -> dict:
+    params = dict(n_hp=cfg.n_hp, lanes=cfg.hcu_lanes, window=cfg.window, layers=cfg.n_layers)
+    return _cocotb_bench("hcu", HashClusterUnit(**params), params, out_dir)
+
+
+def bench_wtu(out_dir: Path, cfg: Config) -> dict:
+    params = dict(lanes=cfg.wtu_lanes, buckets=cfg.buckets, row_entries=cfg.wtu_row_entries)
+    return _cocotb_bench("wtu", WicsumThresholdUnit(**params), params, out_dir)
 
 
 def main(argv=None) -> int:
@@ -58,6 +70,20 @@ def main(argv=None) -> int:
               f"{x['comparisons_per_busy_cycle']:.2f} comparisons/busy cycle, "
               f"{x['opened']} opened, {x['joined']} joined")
     print(f"wrote {out / 'hcu.json'}")
+    w = bench_wtu(out, Config())
+    print(f"WTU {w['params']}:")
+    for n, x in w["synthetic_exp_rows"].items():
+        print(f"  rows of {n:5}: {x['cycles_per_row']:8.1f} cycles/row ({x['buckets_visited']:.1f}"
+              f" buckets), full-sort baseline {x['sort_baseline_cycles']}, "
+              f"{x['speedup_vs_sort']:.2f}x")
+    for k in ("trace_paper", "trace_tuned"):
+        x = w[k]
+        print(f"  {k}: {x['rows']} rows of {x['mean_entries']:.0f} entries, "
+              f"{x['cycles_per_row']:.1f} cycles/row vs {x['sort_baseline_cycles']:.1f} "
+              f"sorting ({x['speedup_vs_sort']:.2f}x), {100 * x['buckets_visited_share']:.1f}% "
+              f"of buckets visited, 80% of the mass in "
+              f"{100 * x['entries_holding_80pct_of_mass']:.1f}% of the entries")
+    print(f"wrote {out / 'wtu.json'}")
     return 0
 
 

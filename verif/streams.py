@@ -41,16 +41,23 @@ class StreamSource(_StreamPort):
         self.valid.value = 0
 
     async def send(self, beats, idle: float = 0.0):
+        """Send every beat; ``self.cycles`` records the cycle (from the call) of each transfer."""
+        self.cycles = []
+        cycle = 0
         for b in beats:
             while self.rng.random() < idle:
                 self.valid.value = 0
                 await RisingEdge(self.clk)
+                cycle += 1
             self.valid.value = 1
             self.payload.value = pack(self.layout, b)
             while True:
                 await ReadOnly()
                 fire = int(self.ready.value) == 1
                 await RisingEdge(self.clk)
+                if fire:
+                    self.cycles.append(cycle)
+                cycle += 1
                 if fire:
                     break
         self.valid.value = 0
