@@ -53,7 +53,7 @@ verilog: $(STAMP)
 	$(PY) -m rtl.emit --lint
 
 sim: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) verif/test_hcu_sim.py verif/test_hcu_cocotb.py
+	$(PY) -m pytest -n $(JOBS) $(wildcard verif/test_*_sim.py verif/test_*_cocotb.py) verif/test_synth.py
 
 synth: $(STAMP)
 	$(PY) -m synth.run

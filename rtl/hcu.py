@@ -8,6 +8,8 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
+from .checks import check_pos_int, check_pow2
+
 __all__ = ["HashClusterUnit", "popcount"]
 
 
@@ -26,16 +28,6 @@ def popcount(m: Module, v, name: str):
         terms = nxt
         level += 1
     return terms[0]
-
-
-def _check_pos_int(name, v):
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise TypeError(f"{name} must be a positive integer, not {v!r}")
-
-
-def _check_pow2(name, v):
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v & (v - 1):
-        raise ValueError(f"{name} must be a positive power of two, not {v!r}")
 
 
 class HashClusterUnit(wiring.Component):
@@ -79,11 +71,11 @@ class HashClusterUnit(wiring.Component):
         for name, v in (("n_hp", n_hp), ("layers", layers), ("count_bits", count_bits),
                         ("step_bits", step_bits), ("id_bits", id_bits),
                         ("token_bits", token_bits), ("counter_bits", counter_bits)):
-            _check_pos_int(name, v)
+            check_pos_int(name, v)
         if n_hp > 64:
             raise ValueError(f"n_hp must be at most 64, not {n_hp!r}")
-        _check_pow2("lanes", lanes)
-        _check_pow2("window", window)
+        check_pow2("lanes", lanes)
+        check_pow2("window", window)
         if window < lanes:
             raise ValueError(f"window must be at least lanes ({lanes}), not {window!r}")
         if id_bits <= exact_log2(window):

@@ -8,15 +8,16 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
-from .hcu import _check_pos_int, _check_pow2
+from .checks import check_pos_int, check_pow2
 
 __all__ = ["WicsumThresholdUnit"]
 
 
-def _tree(m: Module, items, op, name: str):
-    """A balanced tree of ``op`` over ``items`` (each level a named signal)."""
+def _tree(m: Module, items, op, name: str, levels: int | None = None):
+    """A balanced tree of ``op`` over ``items`` (each level a named signal); with ``levels``,
+    only that many levels, returning the list of partial results."""
     level = 0
-    while len(items) > 1:
+    while len(items) > 1 and (levels is None or level < levels):
         nxt = []
         for j in range(0, len(items) - 1, 2):
             v = op(items[j], items[j + 1])
@@ -27,7 +28,7 @@ def _tree(m: Module, items, op, name: str):
             nxt.append(items[-1])
         items = nxt
         level += 1
-    return items[0]
+    return items if levels is not None else items[0]
 
 
 class WicsumThresholdUnit(wiring.Component):
@@ -60,8 +61,8 @@ class WicsumThresholdUnit(wiring.Component):
     rows refused, busy and stalled cycles.
     """
 
-    receive_latency = 4
-    bucket_overhead = 3
+    receive_latency = 5
+    bucket_overhead = 4
 
     def __init__(self, *, lanes: int = 16, buckets: int = 16, row_entries: int = 4096,
                  score_bits: int = 22, weight_bits: int = 16, count_bits: int = 16,
@@ -69,9 +70,9 @@ class WicsumThresholdUnit(wiring.Component):
         for name, v in (("row_entries", row_entries), ("score_bits", score_bits),
                         ("weight_bits", weight_bits), ("count_bits", count_bits),
                         ("th_r_frac_bits", th_r_frac_bits), ("counter_bits", counter_bits)):
-            _check_pos_int(name, v)
-        _check_pow2("lanes", lanes)
-        _check_pow2("buckets", buckets)
+            check_pos_int(name, v)
+        check_pow2("lanes", lanes)
+        check_pow2("buckets", buckets)
         if row_entries % lanes:
             raise ValueError(f"row_entries must be a multiple of lanes ({lanes}), "
                              f"not {row_entries!r}")
@@ -173,11 +174,24 @@ class WicsumThresholdUnit(wiring.Component):
                 m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
                              p1_lo[j].eq(Mux(v, e.score, smax_c)),
                              p1_hi[j].eq(Mux(v, e.score, smin_c))]
-        row_sum = _tree(m, list(p1_prod), lambda a, b: a + b, "p1_sum")
-        row_min = _tree(m, list(p1_lo), lambda a, b: Mux(a < b, a, b), "p1_min")
-        row_max = _tree(m, list(p1_hi), lambda a, b: Mux(a > b, a, b), "p1_max")
-        with m.If(p1_valid):
-            m.d.sync += [total.eq(total + row_sum), any_valid.eq(any_valid | p1_any)]
+        # the lane trees are split by a register (p2) halfway, for the clock
+        add = lambda a, b: a + b
+        lesser = lambda a, b: Mux(a < b, a, b)
+        greater = lambda a, b: Mux(a > b, a, b)
+        half = (exact_log2(N) + 1) // 2
+        p2_valid = Signal()
+        p2_any = Signal()
+        m.d.sync += [p2_valid.eq(p1_valid), p2_any.eq(p1_any)]
+        p2 = {}
+        for key, items, op in (("sum", p1_prod, add), ("min", p1_lo, lesser),
+                               ("max", p1_hi, greater)):
+            part = _tree(m, list(items), op, f"p1_{key}", levels=half)
+            regs = [Signal(x.shape(), name=f"p2_{key}_{j}") for j, x in enumerate(part)]
+            m.d.sync += [r.eq(x) for r, x in zip(regs, part)]
+            p2[key] = _tree(m, regs, op, f"p2_{key}")
+        row_sum, row_min, row_max = p2["sum"], p2["min"], p2["max"]
+        with m.If(p2_valid):
+            m.d.sync += [total.eq(total + row_sum), any_valid.eq(any_valid | p2_any)]
             with m.If(row_min < smin):
                 m.d.sync += smin.eq(row_min)
             with m.If(row_max > smax):
@@ -209,8 +223,13 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.comb += [inb.eq(e.valid & (e.score >= lo) & (e.score < hi)),
                          sel[j].eq(inb & (e.count != 0))]
             m.d.sync += w2_prod[j].eq(Mux(inb, e.weight * e.count, 0))
-        bucket_sum = _tree(m, list(w2_prod), lambda a, b: a + b, "w2_sum")
-        with m.If(w2_valid):
+        w3_valid = Signal()
+        m.d.sync += w3_valid.eq(w2_valid)
+        part = _tree(m, list(w2_prod), add, "w2_sum", levels=half)
+        w3_part = [Signal(x.shape(), name=f"w3_sum_{j}") for j, x in enumerate(part)]
+        m.d.sync += [r.eq(x) for r, x in zip(w3_part, part)]
+        bucket_sum = _tree(m, w3_part, add, "w3_sum")
+        with m.If(w3_valid):
             m.d.sync += bsum.eq(bsum + bucket_sum)
         running_new = Signal(self.sum_bits)
         m.d.comb += running_new.eq(running + bsum)
@@ -228,7 +247,6 @@ class WicsumThresholdUnit(wiring.Component):
         clr = Signal(range(D + 1))
 
         # union memory ports: the walk ORs in its marks, emission and reset clear words
-        uni_rd_addr_walk = wbeat
         with m.FSM(init="CLEAR"):
             with m.State("CLEAR"):
                 m.d.comb += [uni_wr.addr.eq(clr), uni_wr.data.eq(0), uni_wr.en.eq(1)]
@@ -253,7 +271,7 @@ class WicsumThresholdUnit(wiring.Component):
 
             with m.State("DRAIN"):                       # the preprocess pipeline empties
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                with m.If(~p1_valid):
+                with m.If(~p1_valid & ~p2_valid):
                     m.d.sync += [th_prod.eq(total * self.th_r), r1.eq(smax - smin + 1)]
                     m.next = "THRESH"
 
@@ -272,13 +290,13 @@ class WicsumThresholdUnit(wiring.Component):
 
             with m.State("WALK"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                m.d.comb += [row_rd.addr.eq(wbeat), uni_rd.addr.eq(uni_rd_addr_walk),
+                m.d.comb += [row_rd.addr.eq(wbeat), uni_rd.addr.eq(wbeat),
                              uni_wr.addr.eq(w1_addr), uni_wr.data.eq(uni_rd.data | sel),
                              uni_wr.en.eq(w1_valid)]
                 with m.If(wbeat < nbeats):
                     m.d.comb += issue.eq(1)
                     m.d.sync += wbeat.eq(wbeat + 1)
-                with m.Elif(~w1_valid & ~w2_valid):
+                with m.Elif(~w1_valid & ~w2_valid & ~w3_valid):
                     # the bucket is complete: exit after it, or step to the next one down
                     m.d.sync += [perf.buckets_visited.eq(perf.buckets_visited + 1),
                                  perf.entries_read.eq(perf.entries_read + nbeats * N)]

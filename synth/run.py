@@ -128,7 +128,8 @@ def write_reports(report: dict, out_dir):
               "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "
               "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F, "
               "seed 1, target 100 MHz. iCE40 figures are synthesis only (no iCE40 device holds "
-              "the default HCU's window memory)."]
+              "the default blocks' memories; `synth_ice40` runs without `-dsp`, so multipliers are "
+              "LUTs there)."]
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
@@ -139,7 +140,10 @@ def main(argv=None) -> int:
     ap.add_argument("blocks", nargs="*", default=list(BLOCKS))
     args = ap.parse_args(argv)
     cfg = Config()
-    report = {}
+    # a run for some blocks keeps the other blocks' figures of an earlier run
+    prev = Path(args.out) / "report.json"
+    report = json.loads(prev.read_text()) if prev.exists() else {}
+    report = {k: v for k, v in report.items() if k in BLOCKS}
     for name in args.blocks:
         print(f"synthesising {name} ...", flush=True)
         report[name] = synth_block(name, BLOCKS[name](cfg), Path(args.out) / name,
