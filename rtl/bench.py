@@ -11,34 +11,22 @@ from pathlib import Path
 
 from golden.config import Config
 
-from .emit import write_verilog
 from .hcu import HashClusterUnit
 from .wtu import WicsumThresholdUnit
-from .tools import setup_environ
+from .sim import run_cocotb
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _cocotb_bench(name: str, block, params: dict, out_dir: Path) -> dict:
-    """Build ``block`` under Verilator and run ``verif.cocotb_<name>_bench`` on it."""
-    from cocotb_tools.check_results import get_results
-    from cocotb_tools.runner import get_runner
-    setup_environ()
-    build = ROOT / "build" / "sim" / f"{name}_bench"
-    v = write_verilog(block, name, build)
-    runner = get_runner("verilator")
-    runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
-                 build_args=["-Wno-fatal", str(ROOT / "rtl" / "lint.vlt")],
-                 timescale=("1ns", "1ps"))
+    """Run ``verif.cocotb_<name>_bench`` on ``block`` under Verilator; its JSON report."""
     out = (out_dir / f"{name}.json").resolve()
-    key = name.upper()
-    xml = runner.test(hdl_toplevel=name, test_module=f"verif.cocotb_{name}_bench",
-                      build_dir=build, test_dir=build, results_xml=str(build / "results.xml"),
-                      extra_env={f"{key}_PARAMS": json.dumps(params), "PYTHONPATH": str(ROOT),
-                                 f"{key}_BENCH_OUT": str(out)})
-    total, failed = get_results(xml)
+    total, failed = run_cocotb(name, block, test_module=f"verif.cocotb_{name}_bench",
+                               build_dir=ROOT / "build" / "sim" / f"{name}_bench", params=params,
+                               extra_env={f"{name.upper()}_BENCH_OUT": str(out)},
+                               check_lint=False)
     if failed:
-        raise SystemExit(f"the {key} benchmark failed ({failed} of {total})")
+        raise SystemExit(f"the {name.upper()} benchmark failed ({failed} of {total})")
     return json.loads(out.read_text())
 
 

@@ -7,47 +7,27 @@ from __future__ import annotations
 
 import json
 import os
-import random
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from rtl.hcu import HashClusterUnit
 from verif.hcu_model import Token, expected, frames, structured_hashes
-from verif.streams import StreamSink, StreamSource, unpack
+from verif.streams import BlockTB
 
 PARAMS = json.loads(os.environ.get("HCU_PARAMS", "{}"))
 CROSS = [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.3, 0.3)]
 
 
-class HcuTB:
+class HcuTB(BlockTB):
     def __init__(self, dut, seed=0):
-        self.dut = dut
-        self.model = HashClusterUnit(**PARAMS)
-        self.rng = random.Random(seed)
-        self.src = StreamSource(dut, "i", self.model.in_layout, dut.clk, self.rng)
-        self.sink = StreamSink(dut, "o", self.model.out_layout, dut.clk, self.rng)
-
-    async def start(self):
-        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
-        await self.reset()
-
-    async def reset(self, cycles=2):
-        self.dut.rst.value = 1
-        self.dut.i__valid.value = 0
-        await ClockCycles(self.dut.clk, cycles)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
+        super().__init__(dut, HashClusterUnit(**PARAMS), seed)
 
     def registers(self, th_hd, max_age):
         self.dut.th_hd.value = th_hd
         self.dut.max_age.value = 0 if max_age is None else max_age
         self.dut.age_limit.value = int(max_age is not None)
-
-    def perf(self):
-        return unpack(self.model.perf_layout, int(self.dut.perf.value))
 
     async def run(self, tokens, th_hd, max_age, idle=0.0, stall=0.0):
         """Send tokens, take outputs, compare with the golden model beat by beat."""

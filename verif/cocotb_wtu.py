@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from golden.wtu import Row
 from rtl.wtu import WicsumThresholdUnit
-from verif.streams import StreamSink, StreamSource, unpack
+from verif.streams import BlockTB
 from verif.wtu_model import all_beats, expected, random_rows
 
 PARAMS = json.loads(os.environ.get("WTU_PARAMS", "{}"))
@@ -25,28 +23,13 @@ CROSS = [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.3, 0.3)]
 COUNTERS = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused")
 
 
-class WtuTB:
+class WtuTB(BlockTB):
     def __init__(self, dut, seed=0):
-        self.dut = dut
-        self.model = WicsumThresholdUnit(**PARAMS)
-        self.rng = random.Random(seed)
-        self.src = StreamSource(dut, "i", self.model.in_layout, dut.clk, self.rng)
-        self.sink = StreamSink(dut, "o", self.model.out_layout, dut.clk, self.rng)
+        super().__init__(dut, WicsumThresholdUnit(**PARAMS), seed)
 
-    async def start(self):
-        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
-        await self.reset()
-
-    async def reset(self, cycles=2):
-        self.dut.rst.value = 1
-        self.dut.i__valid.value = 0
-        await ClockCycles(self.dut.clk, cycles)
-        self.dut.rst.value = 0
+    async def after_reset(self):
         # the union memory clears itself after reset before the unit takes a row
-        await ClockCycles(self.dut.clk, self.model.row_entries // self.model.lanes + 1)
-
-    def perf(self):
-        return unpack(self.model.perf_layout, int(self.dut.perf.value))
+        await ClockCycles(self.dut.clk, self.model.row_entries // self.model.lanes)
 
     async def run(self, heads, th_r, idle=0.0, stall=0.0):
         m = self.model

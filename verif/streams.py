@@ -1,5 +1,5 @@
 """cocotb helpers shared by the block testbenches: payload packing from Amaranth layouts,
-and stream source and sink with idle cycles and back-pressure."""
+stream source and sink with idle cycles and back-pressure, and a testbench base class."""
 from __future__ import annotations
 
 import random
@@ -7,7 +7,9 @@ import random
 from amaranth.hdl import Shape
 from amaranth.lib import data
 
-from cocotb.triggers import ReadOnly, RisingEdge
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 
 def pack(layout, value) -> int:
@@ -88,3 +90,32 @@ class StreamSink(_StreamPort):
                 raise AssertionError(f"no progress: {len(got)} of {n} beats after {cycle} cycles")
         self.ready.value = 0
         return got
+
+
+class BlockTB:
+    """One DUT under cocotb: its Python model (parameters and layouts), a source on ``i`` and a
+    sink on ``o``, clock, reset and the performance counters."""
+
+    def __init__(self, dut, model, seed=0):
+        self.dut, self.model = dut, model
+        self.rng = random.Random(seed)
+        self.src = StreamSource(dut, "i", model.in_layout, dut.clk, self.rng)
+        self.sink = StreamSink(dut, "o", model.out_layout, dut.clk, self.rng)
+
+    async def start(self):
+        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
+        await self.reset()
+
+    async def reset(self, cycles=2):
+        self.dut.rst.value = 1
+        self.dut.i__valid.value = 0
+        await ClockCycles(self.dut.clk, cycles)
+        self.dut.rst.value = 0
+        await RisingEdge(self.dut.clk)
+        await self.after_reset()
+
+    async def after_reset(self):
+        """What the block needs after reset before it takes input (nothing by default)."""
+
+    def perf(self):
+        return unpack(self.model.perf_layout, int(self.dut.perf.value))

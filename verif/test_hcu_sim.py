@@ -1,59 +1,22 @@
 """HCU, fast tier: the Amaranth simulator against the golden clusterer."""
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from rtl.hcu import HashClusterUnit
 
 from .hcu_model import Token, expected, frames, structured_hashes
+from .sim_streams import run_streams
 
-FIELDS = ("token", "cluster", "opened", "distance", "count", "layer", "first", "last")
-
-
-def run(dut, tokens, *, th_hd, max_age, idle=0.0, stall=0.0, seed=0, reset_after=None):
+def run(dut, tokens, *, th_hd, max_age, idle=0.0, stall=0.0, seed=0):
     """Drive ``tokens`` with idle cycles, take outputs under back-pressure; return beats,
     the cycle of each output transfer, and the final counters."""
-    rng = np.random.default_rng(seed)
-    got, when, perf = [], [], {}
-    done = [False]
-
-    async def driver(ctx):
-        ctx.set(dut.th_hd, th_hd)
-        ctx.set(dut.max_age, 0 if max_age is None else max_age)
-        ctx.set(dut.age_limit, max_age is not None)
-        for t in tokens:
-            while rng.random() < idle:
-                ctx.set(dut.i.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, {"hash": t.hash, "layer": t.layer, "step": t.step,
-                                    "first": t.first, "last": t.last})
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def monitor(ctx):
-        cycle = 0
-        while len(got) < len(tokens):
-            ready = rng.random() >= stall
-            ctx.set(dut.o.ready, ready)
-            await ctx.delay(1e-9)
-            if ready and ctx.get(dut.o.valid):
-                p = ctx.get(dut.o.payload)
-                got.append({f: int(getattr(p, f)) for f in FIELDS})
-                when.append(cycle)
-            await ctx.tick()
-            cycle += 1
-            if cycle > 200 * (len(tokens) + 10) * max(1, dut.window // dut.lanes):
-                raise AssertionError("the HCU hung")
-        pv = ctx.get(dut.perf)
-        perf.update({f: int(getattr(pv, f)) for f in ("busy", "stalled", "comparisons",
-                                                       "opened", "joined")})
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(driver)
-    sim.add_testbench(monitor)
-    sim.run()
+    regs = [(dut.th_hd, th_hd), (dut.max_age, 0 if max_age is None else max_age),
+            (dut.age_limit, max_age is not None)]
+    beats = [{"hash": t.hash, "layer": t.layer, "step": t.step, "first": t.first,
+              "last": t.last} for t in tokens]
+    got, when, perf = run_streams(dut, beats, len(tokens), regs=regs, idle=idle, stall=stall,
+                                  seed=seed, max_cycles=200 * (len(tokens) + 10) *
+                                  max(1, dut.window // dut.lanes))
     for g in got:
         g["opened"] = bool(g["opened"])
     return got, when, perf

@@ -1,59 +1,20 @@
 """WTU, fast tier: the Amaranth simulator against the golden bucketed WiCSum."""
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from golden.wtu import Row
 from rtl.wtu import WicsumThresholdUnit
 
+from .sim_streams import run_streams
 from .wtu_model import all_beats, expected, random_rows
 
-PERF = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused", "busy",
-        "stalled")
-
-
 def run(dut, heads, th_r, *, idle=0.0, stall=0.0, seed=0):
-    rng = np.random.default_rng(seed)
     beats = all_beats(heads, dut.lanes)
     thf = round(th_r * (1 << dut.th_r_frac_bits))
     want, ref = expected(heads, th_r_fixed=thf, th_r_frac_bits=dut.th_r_frac_bits,
                          buckets=dut.buckets, row_entries=dut.row_entries, lanes=dut.lanes)
-    got, info = [], {}
-
-    async def driver(ctx):
-        ctx.set(dut.th_r, thf)
-        for b in beats:
-            while rng.random() < idle:
-                ctx.set(dut.i.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, b)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def monitor(ctx):
-        cycles = 0
-        while len(got) < len(want):
-            ready = rng.random() >= stall
-            ctx.set(dut.o.ready, ready)
-            await ctx.delay(1e-9)
-            if ready and ctx.get(dut.o.valid):
-                p = ctx.get(dut.o.payload)
-                got.append({"cluster": int(p.cluster), "count": int(p.count), "last": int(p.last)})
-            await ctx.tick()
-            cycles += 1
-            assert cycles < 2_000_000, "the WTU hung"
-        for _ in range(10):                       # let the counters settle
-            await ctx.tick()
-        pv = ctx.get(dut.perf)
-        info.update({f: int(getattr(pv, f)) for f in PERF}, error=ctx.get(dut.error),
-                    cycles=cycles)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(driver)
-    sim.add_testbench(monitor)
-    sim.run()
+    got, _, info = run_streams(dut, beats, len(want), regs=[(dut.th_r, thf)], idle=idle,
+                               stall=stall, seed=seed, settle=10, read={"error": dut.error})
     for k, (g, w) in enumerate(zip(got, want)):
         assert g == w, f"beat {k}: got {g}, want {w}"
     assert len(got) == len(want)
