@@ -18,14 +18,19 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="build/golden", help="output folder (a subfolder per trace)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--no-figures", action="store_true")
+    ap.add_argument("--near-share", type=float, default=0.5,
+                    help="near-tier capacity as a share of the blocks the stream needs (0.5)")
     args = ap.parse_args(argv)
+    if not 0.0 < args.near_share <= 1.0:
+        ap.error(f"--near-share must be in (0, 1], not {args.near_share}")
     try:
         trace = load_trace(args.trace)
     except TraceError as e:
         print(f"vrex-golden: {e}", file=sys.stderr)
         return 2
     out = Path(args.out) / trace.name
-    summary = run_job(trace, out, progress=not args.quiet, figures=not args.no_figures)
+    summary = run_job(trace, out, progress=not args.quiet, figures=not args.no_figures,
+                      near_share=args.near_share)
     print(format_table(summary))
     print(f"wrote {out / 'summary.json'}" + ("" if args.no_figures else
           f", {out / 'retrieval.png'}, {out / 'pareto.png'}"))

@@ -121,7 +121,7 @@ def write_reports(report: dict, out_dir):
     for name, r in report.items():
         e, i = r["ecp5"], r["ice40"]
         lines.append(f"| {name} | {r['cells']} | {r['memory_bits']} | {e['lut4']} | {e['ff']} | "
-                     f"{e['bram']} | {e['dsp']} | {e['fmax_mhz']} | {i['lc']} | {i['ff']} | "
+                     f"{e['bram']} | {e['dsp']} | {e['fmax_mhz'] or 'not placed'} | {i['lc']} | {i['ff']} | "
                      f"{i['bram']} | {i['dsp']} |")
     lines += ["", "Generic cells are simple gates and flip-flops after `abc`, memories excluded "
               "(their bits are listed). FPGA figures include the pin wrapper, which adds "
@@ -150,8 +150,9 @@ def main(argv=None) -> int:
                                    pnr=not args.no_pnr)
         r = report[name]
         print(f"  {r['cells']} cells, {r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "
-              f"LUT4, {r['ecp5']['ff']} FF, {r['ecp5']['bram']} BRAM, Fmax "
-              f"{r['ecp5']['fmax_mhz']} MHz; iCE40 {r['ice40']['lc']} LC "
+              f"LUT4, {r['ecp5']['ff']} FF, {r['ecp5']['bram']} BRAM, "
+              + (f"Fmax {r['ecp5']['fmax_mhz']} MHz" if r['ecp5']['fmax_mhz'] else "not placed")
+              + f"; iCE40 {r['ice40']['lc']} LC "
               f"({', '.join(f'{k} {v:.0f}s' for k, v in r['seconds'].items())})", flush=True)
     write_reports(report, args.out)
     print(f"wrote {Path(args.out) / 'report.json'} and report.md")
