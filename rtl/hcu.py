@@ -170,7 +170,8 @@ class HashClusterUnit(wiring.Component):
         beats = Signal(range(rows + 1))
         m.d.comb += beats.eq((n_valid + N - 1) >> exact_log2(N))
 
-        # scan: s0 issues a row read, s1 registers the lanes, s2 reduces into best
+        # scan: s0 issues a row read; s1 ranks each lane of the row (registered as s2); a tree
+        # reduces s2 to the row's winner (registered as s3); the decision merges s3 into best
         beat = Signal(range(rows + 1))
         issue = Signal()
         s1_valid = Signal()
