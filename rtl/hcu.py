@@ -53,13 +53,14 @@ class HashClusterUnit(wiring.Component):
 
     Pipeline: a token is taken into a one-token buffer while the previous one is processed.
     The scan reads one row per cycle (``lanes`` comparisons); s2 registers each lane's rank
-    ``{eligible, ~distance, recency}`` (one unsigned compare orders candidates by D4), s3 the
-    row's winner out of a tree over (rank, lane) only; the decision merges s3 into the running
-    best combinationally, two cycles after the last row read. A token whose layer holds n clusters reaches ``o`` ``ceil(min(n, window) / lanes) +
-    latency`` cycles after it starts (``latency`` = 2); with ``o`` ready the next token starts
-    the cycle after the output transfers, so throughput is one token per
-    ``cycles_per_token(n)`` cycles, and a full 1024-entry, 16-lane window compares at
-    64/67 = 95.5% of the lanes' peak.
+    ``{eligible, ~distance, recency}`` (one unsigned compare orders candidates by D4); a tree
+    over (rank, lane), split by a register (s2b), reduces the row to its winner (s3); the
+    decision merges s3 into the running best combinationally. The decision cycle also reads
+    the next token's first row, with the entry the decision writes forwarded into it, so the
+    split costs no cycle: with ``o`` ready and the next token waiting, a token
+    whose layer holds n clusters takes ``cycles_per_token(n) = max(1, ceil(min(n, window) /
+    lanes)) + latency`` cycles (``latency`` = 3), and a full 1024-entry, 16-lane window
+    compares at 64/67 = 95.5% of the lanes' peak.
 
     Performance counters (``perf``): cycles busy, cycles stalled on ``o``, comparisons made
     (window entries scanned), clusters opened, tokens joined.
@@ -119,15 +120,16 @@ class HashClusterUnit(wiring.Component):
         return self._layers * self._window * self.entry_layout.size
 
     def cycles_per_token(self, n_clusters: int) -> int:
-        """Cycles from a token's start to the next token's start, ``o`` ready, for a layer
-        holding ``n_clusters`` clusters: ``ceil(min(n, window) / lanes) + 3``, 2 when empty."""
+        """Cycles from a token's start to the next token's start, ``o`` ready and the next
+        token waiting, for a layer holding ``n_clusters``: ``max(1, ceil(min(n, window) /
+        lanes)) + 3`` (row 0 is always read)."""
         beats = -(-min(n_clusters, self._window) // self._lanes)
-        return beats + 3 if beats else 2
+        return max(1, beats) + self.latency
 
     @property
     def latency(self) -> int:
-        """Cycles from a token's start to its output beat, beyond the window's row reads."""
-        return 2
+        """Cycles from a token's last row read to its output beat, and the pipeline depth."""
+        return 3
 
     @classmethod
     def from_config(cls, cfg, *, layers: int | None = None, **kw) -> "HashClusterUnit":
@@ -145,8 +147,8 @@ class HashClusterUnit(wiring.Component):
 
         m.submodules.mem = mem = memory.Memory(
             shape=data.ArrayLayout(self.entry_layout, N), depth=Lh * rows, init=[])
-        rd = mem.read_port()
         wr = mem.write_port(granularity=1)
+        rd = mem.read_port()
 
         n_open = Array(Signal(self._id_bits, name=f"n_open_{l}") for l in range(Lh))
 
@@ -186,12 +188,26 @@ class HashClusterUnit(wiring.Component):
         best = Signal(lane_t)
 
         lane_log, layer_log = exact_log2(N), ceil_log2(Lh)
-        m.d.comb += rd.addr.eq(Cat(beat[:rlog], cur.layer[:layer_log]))
-        m.d.sync += [s1_valid.eq(issue), s1_beat.eq(beat)]
+        spec = Signal()            # the decision cycle also reads the buffered token's row 0
+        rd_row = Signal.like(beat)
+        m.d.comb += [rd_row.eq(Mux(spec, 0, beat)),
+                     rd.addr.eq(Mux(spec, Cat(Const(0, rlog), nxt.layer[:layer_log]),
+                                    Cat(beat[:rlog], cur.layer[:layer_log])))]
+        m.d.sync += [s1_valid.eq(issue), s1_beat.eq(rd_row)]
+
+        # The decision cycle reads the next token's row 0 while it writes one entry: if that
+        # entry is in the row read, s1 takes it from a bypass register instead of the memory
+        # (a transparent read port would keep the memory out of block RAM on FPGAs).
+        fwd_hit = Signal()
+        fwd_en = Signal(N)
+        fwd_entry = Signal(self.entry_layout)
+        m.d.sync += [fwd_hit.eq(spec & wr.en.any() & (wr.addr == rd.addr)),
+                     fwd_en.eq(wr.en), fwd_entry.eq(wr.data[0])]
 
         # s1: XOR-popcount and eligibility per lane, from the row read last cycle
         for j in range(N):
-            e = rd.data[j]
+            e = Signal(self.entry_layout, name=f"s1_entry_{j}")
+            m.d.comb += e.eq(Mux(fwd_hit & fwd_en[j], fwd_entry, rd.data[j]))
             slot = Signal(wlog, name=f"s1_slot_{j}")
             m.d.comb += slot.eq(Cat(Const(j, lane_log), s1_beat[:rlog]))
             in_window = Signal(name=f"s1_in_{j}")
@@ -206,30 +222,50 @@ class HashClusterUnit(wiring.Component):
                              s2[j].rank.key.eq(Cat(slot, slot < r)), s2[j].entry.eq(e)]
         m.d.sync += s2_valid.eq(s1_valid)
 
-        # the tree carries only (rank, lane); the winning lane's entry is picked at the end,
-        # so the wide entries are muxed once instead of at every level
+        # the tree carries (rank, lane) through its first half; a register (s2b) splits it,
+        # holding each group's winner with its entry; the second half muxes whole lanes into s3
         lane_bits = max(1, exact_log2(N))
-        nodes = [(s2[j].rank.as_value(), Const(j, lane_bits)) for j in range(N)]
+        first = exact_log2(N) // 2
+        group = 1 << first
+        nodes = [(s2[j].rank.as_value(), Const(j % group, max(1, first))) for j in range(N)]
         level = 0
-        while len(nodes) > 1:
+        for _ in range(first):
             nxt_nodes = []
             for j in range(0, len(nodes), 2):
                 (ra, la), (rb, lb) = nodes[j], nodes[j + 1]
                 rw = Signal(rank_t.size, name=f"s2_rank_l{level}_{j // 2}")
-                lw = Signal(lane_bits, name=f"s2_lane_l{level}_{j // 2}")
+                lw = Signal(max(1, first), name=f"s2_lane_l{level}_{j // 2}")
                 take_b = rb > ra
                 m.d.comb += [rw.eq(Mux(take_b, rb, ra)), lw.eq(Mux(take_b, lb, la))]
                 nxt_nodes.append((rw, lw))
             nodes = nxt_nodes
             level += 1
-        win_rank, win_lane = nodes[0]
+        s2b_valid = Signal()
+        m.d.sync += s2b_valid.eq(s2_valid)
+        s2b = [Signal(lane_t, name=f"s2b_node_{g}") for g in range(len(nodes))]
+        for g, (rk, ln) in enumerate(nodes):
+            members = Array(s2[g * group + t].entry for t in range(group))
+            with m.If(s2_valid):
+                m.d.sync += [s2b[g].rank.eq(rk), s2b[g].entry.eq(members[ln[:first]] if first
+                                                               else s2[g].entry)]
+        whole = list(s2b)
+        level = 0
+        while len(whole) > 1:
+            nxt_nodes = []
+            for j in range(0, len(whole), 2):
+                a_, b_ = whole[j], whole[j + 1]
+                w_ = Signal(lane_t, name=f"s2b_red_l{level}_{j // 2}")
+                m.d.comb += w_.eq(Mux(b_.rank.as_value() > a_.rank.as_value(), b_, a_))
+                nxt_nodes.append(w_)
+            whole = nxt_nodes
+            level += 1
         # s3 registers the row's winner; the decision reads merge(s3, best) in the cycle the
-        # last row sits in s3, so the extra stage costs no cycle per token
+        # last row sits in s3, so that stage costs no cycle per token
         s3_valid = Signal()
         s3 = Signal(lane_t)
-        m.d.sync += s3_valid.eq(s2_valid)
-        with m.If(s2_valid):
-            m.d.sync += [s3.rank.eq(win_rank), s3.entry.eq(Array(x.entry for x in s2)[win_lane])]
+        m.d.sync += s3_valid.eq(s2b_valid)
+        with m.If(s2b_valid):
+            m.d.sync += s3.eq(whole[0])
         fin = Signal(lane_t)
         m.d.comb += fin.eq(Mux(s3_valid & (s3.rank.as_value() > best.rank.as_value()), s3, best))
         with m.If(s3_valid):
@@ -269,18 +305,24 @@ class HashClusterUnit(wiring.Component):
         perf = self.perf
         commit = Signal()
 
-        def start_next():
-            """Take the buffered token as the current one, or go idle."""
+        def start_next(read_row0: bool):
+            """Take the buffered token as the current one (issuing its row 0 now if asked),
+            or go idle."""
             with m.If(nxt_valid):
-                m.d.sync += [cur.eq(nxt), nxt_valid.eq(0), beat.eq(0), best.rank.eq(0),
+                m.d.sync += [cur.eq(nxt), nxt_valid.eq(0), best.rank.eq(0),
                              token.eq(Mux(nxt.first, 0, token + 1))]
+                if read_row0:
+                    m.d.comb += [spec.eq(1), issue.eq(1)]
+                    m.d.sync += beat.eq(1)
+                else:
+                    m.d.sync += beat.eq(0)
                 m.next = "SCAN"
             with m.Else():
                 m.next = "IDLE"
 
         with m.FSM():
             with m.State("IDLE"):
-                start_next()
+                start_next(read_row0=False)
             with m.State("SCAN"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
                 with m.If(beat < beats):
@@ -290,13 +332,13 @@ class HashClusterUnit(wiring.Component):
                     m.next = "DECIDE"
             with m.State("DECIDE"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                drained = ~s1_valid & ~s2_valid           # s3 merges combinationally
+                drained = ~s1_valid & ~s2_valid & ~s2b_valid    # s3 merges combinationally
                 m.d.comb += self.o.valid.eq(drained)
                 with m.If(drained & ~self.o.ready):
                     m.d.sync += perf.stalled.eq(perf.stalled + 1)
                 with m.If(drained & self.o.ready):
                     m.d.comb += commit.eq(1)
-                    start_next()
+                    start_next(read_row0=True)
         with m.If(commit):
             m.d.comb += wr.en.eq(Const(1, N) << slot_w[:lane_log])
             m.d.sync += perf.comparisons.eq(perf.comparisons + n_valid)

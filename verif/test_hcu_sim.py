@@ -123,6 +123,6 @@ def test_properties():
     dut = HashClusterUnit(n_hp=16, lanes=8, window=64, layers=2)
     assert (dut.n_hp, dut.lanes, dut.window, dut.layers) == (16, 8, 64, 2)
     assert dut.memory_bits == 2 * 64 * (16 + 16 + 16)
-    assert dut.cycles_per_token(0) == 2 and dut.cycles_per_token(64) == 8 + 3
+    assert dut.cycles_per_token(0) == 4 and dut.cycles_per_token(64) == 8 + 3
     with pytest.raises(AttributeError):
         dut.lanes = 4
