@@ -111,22 +111,18 @@ async def long_row_refused(dut):
 async def real_trace_rows(dut):
     """Rows the golden ReSV run scored on the bundled real trace (both presets); the unit's
     selection is the one the golden run made for that KV head."""
-    from golden.config import Config
-    from golden.resv import run_resv
     from golden.trace import load_trace, quantise
     from verif.conftest import BUNDLED
+    from verif.wtu_model import trace_rows
     tb = WtuTB(dut, seed=5)
     await tb.start()
     tr = load_trace(BUNDLED)
     qt = quantise(tr)
     m = tb.model
     for k, preset in enumerate(("paper", "tuned")):
-        cfg = Config.from_preset(preset, **tr.geometry(), buckets=m.buckets)
-        rec = []
-        r = run_resv(tr, qt, cfg, [cfg.th_r], record_rows=rec)
-        picks = [rec[i] for i in np.linspace(0, len(rec) - 1, 4).astype(int)]
-        heads = [[Row(g["score"][i], g["weight"][i], g["count"]) for i in range(len(g["score"]))
-                  if len(g["count"]) <= m.row_entries] for g in picks]
+        cfg, r, picks, heads = trace_rows(tr, qt, preset, buckets=m.buckets,
+                                          row_entries=m.row_entries, n_groups=4)
+        assert heads, "no real-trace row group fits the score memory"
         idle, stall = CROSS[3 - k]
         await tb.reset()
         got, ref, perf, err = await tb.run(heads, cfg.th_r, idle, stall)

@@ -12,7 +12,7 @@ import os
 import cocotb
 import numpy as np
 
-from golden.wtu import Row, sort_baseline_cycles
+from golden.wtu import sort_baseline_cycles
 from verif.cocotb_wtu import WtuTB
 from verif.wtu_model import random_rows
 
@@ -66,19 +66,14 @@ async def bench(dut):
                      "speedup_vs_sort": sort_baseline_cycles(n, N) / float(np.mean(meas))}
     report["synthetic_exp_rows"] = by_len
 
-    from golden.config import Config
-    from golden.resv import run_resv
     from golden.trace import load_trace, quantise
     from verif.conftest import BUNDLED
+    from verif.wtu_model import trace_rows
     tr = load_trace(BUNDLED)
     qt = quantise(tr)
     for preset in ("paper", "tuned"):
-        cfg = Config.from_preset(preset, **tr.geometry(), buckets=B)
-        rec = []
-        run_resv(tr, qt, cfg, [cfg.th_r], record_rows=rec)
-        picks = [rec[i] for i in np.linspace(0, len(rec) - 1, 12).astype(int)]
-        heads = [[Row(g["score"][i], g["weight"][i], g["count"]) for i in range(len(g["score"]))]
-                 for g in picks if len(g["count"]) <= m.row_entries]
+        cfg, _, _, heads = trace_rows(tr, qt, preset, buckets=B, row_entries=m.row_entries,
+                                      n_groups=12)
         await tb.reset()
         res, perf = await _rows_cycles(tb, heads, cfg.th_r)
         meas = [(n, v, c) for n, v, c in res if c is not None]

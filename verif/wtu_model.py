@@ -67,3 +67,20 @@ def random_rows(rng, n_rows, length, *, kind="exp", score_bits=22, count_max=40,
         v = rng.random(n) >= invalid
         rows.append(Row(s, w, c, v))
     return rows
+
+
+def trace_rows(trace, qt, preset: str, *, buckets: int, row_entries: int, n_groups: int):
+    """The WTU's input rows from a golden ReSV run of a trace: ``n_groups`` (layer, step, KV
+    head) groups spread over the run, those whose rows fit ``row_entries``, each group one head.
+    Returns ``(cfg, run, groups, heads)``; ``groups[k]`` (with its candidate cluster ids) is the
+    source of ``heads[k]``."""
+    from golden.config import Config
+    from golden.resv import run_resv
+    cfg = Config.from_preset(preset, **trace.geometry(), buckets=buckets)
+    rec = []
+    run = run_resv(trace, qt, cfg, [cfg.th_r], record_rows=rec)
+    picks = [rec[i] for i in np.linspace(0, len(rec) - 1, n_groups).astype(int)]
+    groups = [g for g in picks if len(g["count"]) <= row_entries]
+    heads = [[Row(g["score"][i], g["weight"][i], g["count"]) for i in range(len(g["score"]))]
+             for g in groups]
+    return cfg, run, groups, heads
