@@ -1,2 +1,1 @@
 """NumPy golden model of ReSV (V-Rex, HPCA 2026): float reference and hardware-exact integers."""
-from .config import Config, ConfigError, PRESETS  # noqa: F401

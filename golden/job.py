@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from . import baselines
-from .config import Config
-from .kvmem import fetch_cost, simulate_layout
+from vrex.config import Config
+from .kvmu import fetch_cost, simulate_layout
 from .metrics import aggregate, evaluate
 from .resv import run_resv, sink_count
 from .trace import Trace, quantise

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import Config, ConfigError
+from vrex.config import Config, ConfigError, unsigned_fixed
 from .numerics import (ExpUnit, hamming, hash_bits, hyperplanes, project, round_div,
                        wicsum_bucket, wicsum_exact)
 from .trace import QuantTrace, Trace
@@ -195,14 +195,14 @@ class ResvLayer:
                 n = np.broadcast_to(cnt, sc.shape)
                 for th in th_rs:
                     if cfg.wicsum == "bucket":
-                        thf = int(math.floor(th * (1 << cfg.th_r_frac_bits) + 0.5))
+                        thf = unsigned_fixed(th, cfg.th_r_frac_bits)
                         sel, vis = wicsum_bucket(sc, w, n, valid, thf, cfg.th_r_frac_bits,
                                                  cfg.buckets)
                         acc = visited_acc.setdefault(th, [0, 0])
                         acc[0] += int(vis.sum())
                         acc[1] += len(vis)
                     elif self.int_mode:
-                        thf = int(math.floor(th * (1 << cfg.th_r_frac_bits) + 0.5))
+                        thf = unsigned_fixed(th, cfg.th_r_frac_bits)
                         sel = wicsum_exact(w, n, valid, (thf, cfg.th_r_frac_bits))
                     else:
                         sel = wicsum_exact(w, n, valid, th)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .numerics import wicsum_bucket
 
-__all__ = ["Row", "WtuResult", "wtu_reference", "sort_baseline_cycles"]
+__all__ = ["Row", "WtuResult", "wtu_reference", "wtu_beats", "sort_baseline_cycles"]
 
 
 @dataclass
@@ -72,6 +72,17 @@ def wtu_reference(heads, *, th_r_fixed: int, th_r_frac_bits: int, buckets: int,
         res.heads.append(np.flatnonzero(union))
     res.counters = c
     return res
+
+
+def wtu_beats(res: WtuResult) -> list[dict]:
+    """The WTU's ``o`` beats for a result: per head its selected candidate indices in
+    ascending order (``count`` 1, 2, ...; ``last`` 0), then one closing beat (``last`` 1,
+    ``count`` the head's total)."""
+    beats = []
+    for ids in res.heads:
+        beats += [{"cluster": int(c), "count": k + 1, "last": 0} for k, c in enumerate(ids)]
+        beats.append({"cluster": 0, "count": len(ids), "last": 1})
+    return beats
 
 
 def sort_baseline_cycles(n: int, lanes: int) -> int:

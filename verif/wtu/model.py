@@ -1,12 +1,11 @@
-"""Scoreboard helpers for the WTU: rows to input beats, and the expected output beats."""
+"""WTU stimulus and expectations: rows (random shapes, from the real trace) as input beats,
+and the golden block model's output beats and counters (``golden.wtu``)."""
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from golden.numerics import ExpUnit
-from golden.wtu import Row, wtu_reference
+from golden.wtu import Row, wtu_beats, wtu_reference
 
 
 def row_beats(row: Row, lanes: int, head_last: bool):
@@ -36,14 +35,12 @@ def all_beats(heads, lanes):
     return out
 
 
-def expected(heads, *, th_r_fixed, th_r_frac_bits, buckets, row_entries, lanes):
-    ref = wtu_reference(heads, th_r_fixed=th_r_fixed, th_r_frac_bits=th_r_frac_bits,
-                        buckets=buckets, row_entries=row_entries, lanes=lanes)
-    beats = []
-    for ids in ref.heads:
-        beats += [{"cluster": int(c), "count": k + 1, "last": 0} for k, c in enumerate(ids)]
-        beats.append({"cluster": 0, "count": len(ids), "last": 1})
-    return beats, ref
+def expected(heads, cfg):
+    """``(o beats, golden result)`` of the WTU built and set from ``cfg`` for ``heads``."""
+    ref = wtu_reference(heads, th_r_fixed=cfg.th_r_fixed, th_r_frac_bits=cfg.th_r_frac_bits,
+                        buckets=cfg.buckets, row_entries=cfg.wtu_row_entries,
+                        lanes=cfg.wtu_lanes)
+    return wtu_beats(ref), ref
 
 
 def random_rows(rng, n_rows, length, *, kind="exp", score_bits=22, count_max=40,
@@ -69,14 +66,16 @@ def random_rows(rng, n_rows, length, *, kind="exp", score_bits=22, count_max=40,
     return rows
 
 
-def trace_rows(trace, qt, preset: str, *, buckets: int, row_entries: int, n_groups: int):
+def trace_rows(trace, qt, preset: str, cfg, *, n_groups: int):
     """The WTU's input rows from a golden ReSV run of a trace: ``n_groups`` (layer, step, KV
-    head) groups spread over the run, those whose rows fit ``row_entries``, each group one head.
-    Returns ``(cfg, run, groups, heads)``; ``groups[k]`` (with its candidate cluster ids) is the
-    source of ``heads[k]``."""
-    from golden.config import Config
+    head) groups spread over the run, those whose rows fit ``cfg.wtu_row_entries``, each group
+    one head. Returns ``(run_cfg, run, groups, heads)``: ``run_cfg`` is the preset on the
+    trace's geometry with ``cfg``'s buckets; ``groups[k]`` (with its candidate cluster ids) is
+    the source of ``heads[k]``."""
     from golden.resv import run_resv
-    cfg = Config.from_preset(preset, **trace.geometry(), buckets=buckets)
+    from vrex.config import Config
+    row_entries = cfg.wtu_row_entries
+    cfg = Config.from_preset(preset, **trace.geometry(), buckets=cfg.buckets)
     rec = []
     run = run_resv(trace, qt, cfg, [cfg.th_r], record_rows=rec)
     picks = [rec[i] for i in np.linspace(0, len(rec) - 1, n_groups).astype(int)]

@@ -6,7 +6,7 @@ import pytest
 from golden.trace import (TraceError, cut_trace, load_trace, quantise, rope, save_trace,
                           synthetic_trace)
 
-from .conftest import shared_traces
+from verif.lib.traces import shared_traces
 
 
 def _write(tmp_path, **over):

@@ -8,7 +8,7 @@ import pytest
 from golden.job import METHODS, format_table, run_job
 from golden.trace import synthetic_trace
 
-from .conftest import ROOT
+from verif.lib.traces import ROOT
 
 SMALL_SWEEPS = {"resv": [0.1, 0.9], "resv_tuned": [0.1], "resv_noclust": [0.1], "topk": [8],
                 "rekv": [1], "window": [16]}

@@ -4,7 +4,7 @@ import json
 from rtl.hcu import HashClusterUnit
 from synth.run import BANNER, synth_block, write_reports
 
-from .conftest import ROOT
+from verif.lib.traces import ROOT
 
 
 def test_synth_flow_small_hcu():

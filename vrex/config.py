@@ -8,6 +8,13 @@ message names the field and the bad value. Derived values are properties, comput
 
 Two named presets fix the hash choice of D1: ``paper`` (post-RoPE keys, raw, Th_hd = 7, no age
 limit) and ``tuned`` (pre-RoPE keys centred on the running mean, Th_hd = 9, age limit 8 steps).
+
+The fields fall into named sections (:data:`SECTIONS`: geometry, resv, formats, kv_layout, hcu,
+wtu); the JSON form nests them so that a report says which build it measured section by
+section. A block's parameters and run-time register values come from here
+(:meth:`Config.block_params`, :meth:`Config.block_registers`), and the configuration refuses
+what a block refuses, through the block's rules in :mod:`vrex.rules`, with the same message
+under the configuration's field name.
 """
 
 from __future__ import annotations
@@ -15,13 +22,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
-__all__ = ["Config", "ConfigError", "PRESETS"]
+from . import rules
+
+__all__ = ["Config", "ConfigError", "PRESETS", "SECTIONS", "unsigned_fixed"]
 
 
-class ConfigError(ValueError):
+class ConfigError(rules.ParameterError):
     """A configuration field holds a value that no build accepts."""
+
+
+def unsigned_fixed(x: float, frac_bits: int) -> int:
+    """``x`` as an unsigned fixed-point register value with ``frac_bits`` fractional bits,
+    rounded to nearest, halves up: ``floor(x · 2**frac_bits + 0.5)``. The one rounding rule
+    from a real-valued setting (Th_r, the exp unit's β) to a register."""
+    return int(math.floor(x * (1 << frac_bits) + 0.5))
 
 
 _CHOICES = {
@@ -57,13 +73,18 @@ class Config:
         ``exp_frac_bits`` fractional bits of the exponent fed to the exp table (table size
         2**exp_frac_bits); ``weight_bits`` width of an unsigned weight, 1.0 = 2**(weight_bits-1);
         ``th_r_frac_bits`` fractional bits of the Th_r register; ``count_bits`` width of a
-        cluster member count; ``out_frac_bits`` fractional bits of the attention output.
+        cluster member count; ``out_frac_bits`` fractional bits of the attention output;
+        ``step_bits`` width of a step number (cluster ages are taken modulo 2**step_bits);
+        ``token_bits`` width of a token index within a step; ``cluster_id_bits`` width of a
+        cluster id; ``counter_bits`` width of every performance counter.
     KV layout (D12)
         ``block_tokens`` tokens per block per KV head; ``near_blocks`` near-tier capacity in
         blocks (all layers and heads together).
-    Hardware sizes
-        ``hcu_lanes`` XOR-popcount lanes; ``wtu_lanes`` WTU lanes; ``wtu_row_entries`` on-chip
-        score-memory depth in entries.
+    HCU
+        ``hcu_lanes`` XOR-popcount lanes; ``hcu_contexts`` layer windows held on chip
+        (``None`` = one per layer).
+    WTU
+        ``wtu_lanes`` lanes; ``wtu_row_entries`` on-chip score-memory depth in entries.
     """
 
     # geometry
@@ -95,11 +116,17 @@ class Config:
     th_r_frac_bits: int = 16
     count_bits: int = 16
     out_frac_bits: int = 8
+    step_bits: int = 16
+    token_bits: int = 16
+    cluster_id_bits: int = 32
+    counter_bits: int = 32
     # KV layout
     block_tokens: int = 16
     near_blocks: int = 4096
-    # hardware sizes
+    # HCU
     hcu_lanes: int = 16
+    hcu_contexts: int | None = None
+    # WTU
     wtu_lanes: int = 16
     wtu_row_entries: int = 4096
 
@@ -108,6 +135,12 @@ class Config:
             if not cond:
                 raise ConfigError(f"{name} must be {what}, not {getattr(self, name)!r}")
 
+        try:
+            rules.positive_int("n_hp", self.n_hp)
+            if self.n_hp > 64:
+                raise ConfigError(f"n_hp must be at most 64, not {self.n_hp!r}")
+        except rules.ParameterError as e:
+            raise ConfigError(str(e)) from None
         for name in ("n_layers", "n_q_heads", "n_kv_heads", "head_dim", "window",
                      "block_tokens", "near_blocks", "wtu_row_entries"):
             v = getattr(self, name)
@@ -116,8 +149,6 @@ class Config:
         if self.n_q_heads % self.n_kv_heads:
             raise ConfigError(f"n_q_heads must be a multiple of n_kv_heads ({self.n_kv_heads}), "
                               f"not {self.n_q_heads!r}")
-        need(isinstance(self.n_hp, int) and 1 <= self.n_hp <= 64, "n_hp",
-             "an integer from 1 to 64")
         need(isinstance(self.th_hd, int) and 0 <= self.th_hd <= self.n_hp + 1, "th_hd",
              f"an integer from 0 to n_hp + 1 ({self.n_hp + 1})")
         need(self.max_age is None or (isinstance(self.max_age, int) and self.max_age >= 0),
@@ -142,12 +173,18 @@ class Config:
              "th_r_frac_bits", "an integer from 4 to 24")
         need(isinstance(self.count_bits, int) and 1 <= self.count_bits <= 32, "count_bits",
              "an integer from 1 to 32")
+        need(self.hcu_contexts is None or (isinstance(self.hcu_contexts, int)
+                                           and 0 < self.hcu_contexts <= self.n_layers),
+             "hcu_contexts", f"None (one per layer) or an integer from 1 to n_layers "
+             f"({self.n_layers})")
         need(isinstance(self.out_frac_bits, int) and 0 <= self.out_frac_bits <= 16,
              "out_frac_bits", "an integer from 0 to 16")
-        need(_is_pow2(self.hcu_lanes), "hcu_lanes", "a positive power of two")
-        need(_is_pow2(self.wtu_lanes), "wtu_lanes", "a positive power of two")
-        need(self.window % self.hcu_lanes == 0, "window",
-             f"a multiple of hcu_lanes ({self.hcu_lanes})")
+        # what the blocks refuse, refused here with the blocks' own rules and messages
+        try:
+            rules.hcu_rules(**self.block_params("hcu"), names=_HCU_NAMES)
+            rules.wtu_rules(**self.block_params("wtu"), names=_WTU_NAMES)
+        except rules.ParameterError as e:
+            raise ConfigError(str(e)) from None
 
     # --- derived values -------------------------------------------------------------------
     @property
@@ -167,8 +204,13 @@ class Config:
 
     @property
     def th_r_fixed(self) -> int:
-        """Th_r as the unsigned register value, ``round(th_r · 2**th_r_frac_bits)``."""
-        return int(math.floor(self.th_r * (1 << self.th_r_frac_bits) + 0.5))
+        """Th_r as the unsigned register value (:func:`unsigned_fixed`)."""
+        return unsigned_fixed(self.th_r, self.th_r_frac_bits)
+
+    @property
+    def contexts(self) -> int:
+        """Layer windows the HCU holds on chip."""
+        return self.n_layers if self.hcu_contexts is None else self.hcu_contexts
 
     @property
     def weight_one(self) -> int:
@@ -194,6 +236,30 @@ class Config:
     def hcu_window_bytes(self) -> int:
         return self.window * self.n_hp // 8
 
+    # --- what the blocks are built with ---------------------------------------------------
+    def block_params(self, block: str) -> dict:
+        """The constructor parameters of ``block`` (a name of ``rtl.BLOCKS``) for this build."""
+        if block == "hcu":
+            return dict(n_hp=self.n_hp, lanes=self.hcu_lanes, window=self.window,
+                        layers=self.contexts, count_bits=self.count_bits,
+                        step_bits=self.step_bits, id_bits=self.cluster_id_bits,
+                        token_bits=self.token_bits, counter_bits=self.counter_bits)
+        if block == "wtu":
+            return dict(lanes=self.wtu_lanes, buckets=self.buckets,
+                        row_entries=self.wtu_row_entries, score_bits=self.score_bits,
+                        weight_bits=self.weight_bits, count_bits=self.count_bits,
+                        th_r_frac_bits=self.th_r_frac_bits, counter_bits=self.counter_bits)
+        raise ConfigError(f"no block named {block!r}")
+
+    def block_registers(self, block: str) -> dict:
+        """The run-time register values of ``block`` for this ReSV setting (port -> int)."""
+        if block == "hcu":
+            return {"th_hd": self.th_hd, "max_age": self.max_age or 0,
+                    "age_limit": int(self.max_age is not None)}
+        if block == "wtu":
+            return {"th_r": self.th_r_fixed}
+        raise ConfigError(f"no block named {block!r}")
+
     # --- presets and transport ------------------------------------------------------------
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "Config":
@@ -212,18 +278,31 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field, nested by section: ``{section: {field: value}}``."""
+        return {sec: {name: getattr(self, name) for name in names}
+                for sec, names in SECTIONS.items()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
+        """From the nested form of :meth:`to_dict`, or from a flat ``{field: value}``."""
+        flat = {}
+        for key, value in d.items():
+            if key in SECTIONS and isinstance(value, dict):
+                unknown = sorted(set(value) - set(SECTIONS[key]))
+                if unknown:
+                    raise ConfigError(f"unknown configuration field(s) in {key}: "
+                                      f"{', '.join(unknown)}")
+                flat.update(value)
+            else:
+                flat[key] = value
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
+        unknown = sorted(set(flat) - known)
         if unknown:
             raise ConfigError(f"unknown configuration field(s): {', '.join(unknown)}")
-        return cls(**d)
+        return cls(**flat)
 
     @classmethod
     def from_json(cls, text: str) -> "Config":
@@ -236,3 +315,22 @@ PRESETS: dict[str, dict] = {
     # Same-patch keys of consecutive frames stay close only before RoPE and once centred.
     "tuned": dict(hash_input="pre_rope", centre=True, th_hd=9, max_age=8),
 }
+
+# The named sections of the one configuration; every field is in exactly one.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "geometry": ("n_layers", "n_q_heads", "n_kv_heads", "head_dim"),
+    "resv": ("preset", "n_hp", "th_hd", "window", "max_age", "th_r", "buckets", "n_sink",
+             "hash_input", "centre", "hash_scope", "weight_mode", "wicsum", "scope", "timing",
+             "numerics", "hp_seed"),
+    "formats": ("exp_frac_bits", "weight_bits", "th_r_frac_bits", "count_bits",
+                "out_frac_bits", "step_bits", "token_bits", "cluster_id_bits",
+                "counter_bits"),
+    "kv_layout": ("block_tokens", "near_blocks"),
+    "hcu": ("hcu_lanes", "hcu_contexts"),
+    "wtu": ("wtu_lanes", "wtu_row_entries"),
+}
+
+# a block's parameter name -> the configuration field it comes from, where they differ
+_HCU_NAMES = {"lanes": "hcu_lanes", "layers": "hcu_contexts", "id_bits": "cluster_id_bits"}
+_WTU_NAMES = {"lanes": "wtu_lanes", "row_entries": "wtu_row_entries",
+              "score_bits": "score_bits (from head_dim)"}

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from golden.config import Config, ConfigError
+from vrex.config import Config, ConfigError
 from golden.numerics import hamming, round_div
 from golden.resv import HashClusterer, ResvLayer, run_resv, sink_count
 from golden.trace import quantise, synthetic_trace

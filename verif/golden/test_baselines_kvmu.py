@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from golden import baselines
-from golden.kvmem import NEVER, fetch_cost, simulate_layout
+from golden.kvmu import NEVER, fetch_cost, simulate_layout
 from golden.trace import synthetic_trace
 
 

@@ -1,0 +1,362 @@
+"""DRE hash-cluster unit (HCU): Hamming clustering of new-token hashes, bit-exact with the
+golden block model (``golden.hcu.hcu_reference``, DESIGN.md D3 and D4)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2, exact_log2
+
+from vrex.rules import hcu_rules
+
+from ..lib import counter_layout, reduce_tree
+
+__all__ = ["HashClusterUnit", "popcount"]
+
+
+def popcount(m: Module, v, name: str):
+    """A balanced adder tree over the bits of ``v``."""
+    return reduce_tree(m, [v[i] for i in range(len(v))], lambda a, b: a + b, name,
+                       shape=range(len(v) + 1))
+
+
+class HashClusterUnit(wiring.Component):
+    """Hamming clustering of a stream of hash words, one layer context per token.
+
+    Computes, for every hash on ``i``, what ``golden.hcu.hcu_reference`` computes (``golden.resv.HashClusterer`` per token): the
+    minimum Hamming distance to the ``window`` most recently opened clusters of the token's
+    layer that are at most ``max_age`` steps old (``age_limit`` = 0: no limit), ties to the
+    most recently opened; the token joins that cluster if the distance is ``< th_hd``, else it
+    opens a cluster whose hash is its own (the oldest cluster of a full window falls out). It
+    emits one beat on ``o`` per token: the token's index in its frame (``first`` restarts it),
+    the cluster id, ``opened``, the distance (``n_hp + 1`` when no cluster was eligible) and the
+    cluster's new member count, which is also the HC-table update ``(cluster, count)`` the KV
+    manager consumes. Counts saturate at ``2**count_bits - 1``; ages are taken modulo
+    ``2**step_bits`` steps.
+
+    Per-layer context: the windows of all ``layers`` layers live in one on-chip memory, a
+    row of ``lanes`` entries (hash, opening step, count) per address, ``window / lanes`` rows
+    per layer, and a cluster counter per layer. A layer switch costs nothing, and the window is
+    read in full for every token anyway; swapping windows through a stream instead would add
+    ``window · entry`` bits of traffic and a stall at every switch. For models with more layers
+    than contexts the host runs the unit once per group of layers (reset clears every window).
+
+    Pipeline: a token is taken into a one-token buffer while the previous one is processed.
+    The scan reads one row per cycle (``lanes`` comparisons); s2 registers each lane's rank
+    ``{eligible, ~distance, recency}`` (one unsigned compare orders candidates by D4); a tree
+    over (rank, lane), split by a register (s2b), reduces the row to its winner (s3); the
+    decision merges s3 into the running best combinationally. The decision cycle also reads
+    the next token's first row, with the entry the decision writes forwarded into it, so the
+    split costs no cycle: with ``o`` ready and the next token waiting, a token
+    whose layer holds n clusters takes ``cycles_per_token(n) = max(1, ceil(min(n, window) /
+    lanes)) + latency`` cycles (``latency`` = 3), and a full 1024-entry, 16-lane window
+    compares at 64/67 = 95.5% of the lanes' peak.
+
+    Parameters (keyword-only, all required; :meth:`from_config` takes them from the build's
+    ``Config``; checked by ``vrex.rules.hcu_rules`` with exact messages)
+        ``n_hp`` hash bits (1-64); ``lanes`` comparisons per cycle (a power of two);
+        ``window`` clusters compared per layer (a power of two, at least ``lanes``);
+        ``layers`` layer contexts on chip; ``count_bits``, ``step_bits``, ``id_bits`` (more
+        than log2(window)), ``token_bits`` field widths; ``counter_bits`` counter width.
+
+    Attributes
+        ``i`` (in stream: ``hash``, ``layer``, ``step``, ``first``, ``last``); ``o`` (out
+        stream: ``token``, ``cluster``, ``opened``, ``distance``, ``count``, ``layer``,
+        ``first``, ``last``); ``th_hd``, ``max_age``, ``age_limit`` run-time registers
+        (``Config.block_registers("hcu")``); ``perf`` counters: cycles ``busy``, cycles
+        ``stalled`` on ``o``, ``comparisons`` made (window entries scanned), clusters
+        ``opened``, tokens ``joined``.
+
+    Timing: :attr:`latency`, :meth:`cycles_per_token`.
+    """
+
+    PERF = ("busy", "stalled", "comparisons", "opened", "joined")
+
+    def __init__(self, *, n_hp: int, lanes: int, window: int, layers: int, count_bits: int,
+                 step_bits: int, id_bits: int, token_bits: int, counter_bits: int):
+        hcu_rules(n_hp=n_hp, lanes=lanes, window=window, layers=layers, count_bits=count_bits,
+                  step_bits=step_bits, id_bits=id_bits, token_bits=token_bits,
+                  counter_bits=counter_bits)
+        self._n_hp, self._lanes, self._window, self._layers = n_hp, lanes, window, layers
+        self._count_bits, self._step_bits, self._id_bits = count_bits, step_bits, id_bits
+        self._token_bits, self._counter_bits = token_bits, counter_bits
+        dist_bits = ceil_log2(n_hp + 2)
+        layer_bits = max(1, ceil_log2(layers))
+        self.entry_layout = data.StructLayout({"hash": n_hp, "step": step_bits,
+                                               "count": count_bits})
+        self.in_layout = data.StructLayout({"hash": n_hp, "layer": layer_bits,
+                                            "step": step_bits, "first": 1, "last": 1})
+        self.out_layout = data.StructLayout({"token": token_bits, "cluster": id_bits,
+                                             "opened": 1, "distance": dist_bits,
+                                             "count": count_bits, "layer": layer_bits,
+                                             "first": 1, "last": 1})
+        self.perf_layout = counter_layout(self.PERF, counter_bits)
+        super().__init__({
+            "i": In(stream.Signature(self.in_layout)),
+            "o": Out(stream.Signature(self.out_layout)),
+            "th_hd": In(dist_bits),
+            "max_age": In(step_bits),
+            "age_limit": In(1),
+            "perf": Out(self.perf_layout),
+        })
+
+    @classmethod
+    def from_config(cls, cfg) -> "HashClusterUnit":
+        return cls(**cfg.block_params("hcu"))
+
+    n_hp = property(lambda self: self._n_hp)
+    lanes = property(lambda self: self._lanes)
+    window = property(lambda self: self._window)
+    layers = property(lambda self: self._layers)
+    count_bits = property(lambda self: self._count_bits)
+    step_bits = property(lambda self: self._step_bits)
+    id_bits = property(lambda self: self._id_bits)
+    token_bits = property(lambda self: self._token_bits)
+
+    @property
+    def memory_bits(self) -> int:
+        return self._layers * self._window * self.entry_layout.size
+
+    @property
+    def latency(self) -> int:
+        """Cycles from a token's last row read to its output beat, and the pipeline depth."""
+        return 3
+
+    def cycles_per_token(self, n_clusters: int) -> int:
+        """Cycles from a token's start to the next token's start, ``o`` ready and the next
+        token waiting, for a layer holding ``n_clusters``: ``max(1, ceil(min(n, window) /
+        lanes)) + latency`` (row 0 is always read)."""
+        beats = -(-min(n_clusters, self._window) // self._lanes)
+        return max(1, beats) + self.latency
+
+    def elaborate(self, platform):
+        m = Module()
+        x = SimpleNamespace()            # the signals the sections below share
+        self._input(m, x)
+        self._scan(m, x)
+        self._rank(m, x)
+        self._reduce(m, x)
+        self._decide(m, x)
+        self._control(m, x)
+        return m
+
+    def _input(self, m, x):
+        """The window memory, per-layer cluster counters, the one-token input buffer."""
+        N, W, Lh = self._lanes, self._window, self._layers
+        x.rows = W // N
+        x.wlog, x.rlog = exact_log2(W), exact_log2(x.rows)
+        m.submodules.mem = mem = memory.Memory(
+            shape=data.ArrayLayout(self.entry_layout, N), depth=Lh * x.rows, init=[])
+        x.wr = mem.write_port(granularity=1)
+        x.rd = mem.read_port()
+
+        x.n_open = Array(Signal(self._id_bits, name=f"n_open_{l}") for l in range(Lh))
+
+        # the one-token input buffer and the token being processed
+        x.nxt = nxt = Signal(self.in_layout)
+        x.nxt_valid = nxt_valid = Signal()
+        x.cur = cur = Signal(self.in_layout)
+        x.token = Signal(self._token_bits, init=(1 << self._token_bits) - 1)   # +1 gives 0
+        m.d.comb += self.i.ready.eq(~nxt_valid)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [nxt.eq(self.i.payload), nxt_valid.eq(1)]
+
+        x.n_cur = n_cur = Signal(self._id_bits)
+        m.d.comb += n_cur.eq(x.n_open[cur.layer])
+        full = Signal()
+        m.d.comb += full.eq(n_cur >= W)
+        x.n_valid = n_valid = Signal(range(W + 1))
+        m.d.comb += n_valid.eq(Mux(full, W, n_cur))
+        x.r = Signal(x.wlog)                      # slot the next cluster opens in
+        m.d.comb += x.r.eq(n_cur[:x.wlog])
+        x.beats = Signal(range(x.rows + 1))
+        m.d.comb += x.beats.eq((n_valid + N - 1) >> exact_log2(N))
+
+    def _scan(self, m, x):
+        """s0: row reads, and the bypass of the entry the decision writes."""
+        N, Lh = self._lanes, self._layers
+        rlog = x.rlog
+        # scan: s0 issues a row read; s1 ranks each lane of the row (registered as s2); a tree
+        # reduces s2 to the row's winner (registered as s3); the decision merges s3 into best
+        x.beat = beat = Signal(range(x.rows + 1))
+        x.issue = Signal()
+        x.s1_valid = Signal()
+        x.s1_beat = Signal(rlog if rlog else 1)
+        # a lane's rank orders candidates in one unsigned compare: eligible first, then the
+        # smaller distance (stored inverted), then the more recent slot (the tie rule of D4)
+        x.dist_bits = ceil_log2(self._n_hp + 2)
+        x.rank_t = data.StructLayout({"key": x.wlog + 1, "ndist": x.dist_bits, "elig": 1})
+        x.lane_t = data.StructLayout({"rank": x.rank_t, "entry": self.entry_layout})
+        x.s2_valid = Signal()
+        x.s2 = [Signal(x.lane_t, name=f"s2_lane_{j}") for j in range(N)]
+        x.best = Signal(x.lane_t)
+
+        x.lane_log, x.layer_log = exact_log2(N), ceil_log2(Lh)
+        x.spec = spec = Signal()    # the decision cycle also reads the buffered token's row 0
+        rd, wr = x.rd, x.wr
+        rd_row = Signal.like(beat)
+        m.d.comb += [rd_row.eq(Mux(spec, 0, beat)),
+                     rd.addr.eq(Mux(spec, Cat(Const(0, rlog), x.nxt.layer[:x.layer_log]),
+                                    Cat(beat[:rlog], x.cur.layer[:x.layer_log])))]
+        m.d.sync += [x.s1_valid.eq(x.issue), x.s1_beat.eq(rd_row)]
+
+        # The decision cycle reads the next token's row 0 while it writes one entry: if that
+        # entry is in the row read, s1 takes it from a bypass register instead of the memory
+        # (a transparent read port would keep the memory out of block RAM on FPGAs).
+        x.fwd_hit = Signal()
+        x.fwd_en = Signal(N)
+        x.fwd_entry = Signal(self.entry_layout)
+        m.d.sync += [x.fwd_hit.eq(spec & wr.en.any() & (wr.addr == rd.addr)),
+                     x.fwd_en.eq(wr.en), x.fwd_entry.eq(wr.data[0])]
+
+    def _rank(self, m, x):
+        """s1: XOR-popcount and eligibility per lane, from the row read last cycle (into s2)."""
+        for j in range(self._lanes):
+            e = Signal(self.entry_layout, name=f"s1_entry_{j}")
+            m.d.comb += e.eq(Mux(x.fwd_hit & x.fwd_en[j], x.fwd_entry, x.rd.data[j]))
+            slot = Signal(x.wlog, name=f"s1_slot_{j}")
+            m.d.comb += slot.eq(Cat(Const(j, x.lane_log), x.s1_beat[:x.rlog]))
+            in_window = Signal(name=f"s1_in_{j}")
+            m.d.comb += in_window.eq(slot < x.n_cur)      # slot < window <= n_cur when full
+            age = Signal(self._step_bits, name=f"s1_age_{j}")
+            m.d.comb += age.eq(x.cur.step - e.step)
+            young = Signal(name=f"s1_young_{j}")
+            m.d.comb += young.eq(~self.age_limit | (age <= self.max_age))
+            dist = popcount(m, e.hash ^ x.cur.hash, f"s1_pop_{j}")
+            with m.If(x.s1_valid):
+                m.d.sync += [x.s2[j].rank.elig.eq(in_window & young),
+                             x.s2[j].rank.ndist.eq(~dist),
+                             x.s2[j].rank.key.eq(Cat(slot, slot < x.r)), x.s2[j].entry.eq(e)]
+        m.d.sync += x.s2_valid.eq(x.s1_valid)
+
+    def _reduce(self, m, x):
+        """s2 -> s2b -> s3: the row's winner, and ``fin`` = merge(s3, best)."""
+        N, s2 = self._lanes, x.s2
+        # the tree carries (rank, lane) through its first half; a register (s2b) splits it,
+        # holding each group's winner with its entry; the second half muxes whole lanes into s3
+        first = exact_log2(N) // 2
+        group = 1 << first
+        lw_bits = max(1, first)
+
+        def arg_max(a, b):
+            (ra, la), (rb, lb) = a, b
+            take_b = rb > ra
+            return Mux(take_b, rb, ra), Mux(take_b, lb, la)
+
+        nodes = reduce_tree(m, [(s2[j].rank.as_value(), Const(j % group, lw_bits))
+                                for j in range(N)], arg_max, ("s2_rank", "s2_lane"),
+                            levels=first, shape=(x.rank_t.size, lw_bits))
+        s2b_valid = Signal()
+        m.d.sync += s2b_valid.eq(x.s2_valid)
+        s2b = [Signal(x.lane_t, name=f"s2b_node_{g}") for g in range(len(nodes))]
+        for g, (rk, ln) in enumerate(nodes):
+            members = Array(s2[g * group + t].entry for t in range(group))
+            with m.If(x.s2_valid):
+                m.d.sync += [s2b[g].rank.eq(rk), s2b[g].entry.eq(members[ln[:first]] if first
+                                                                 else s2[g].entry)]
+        winner = reduce_tree(
+            m, s2b, lambda a, b: Mux(b.rank.as_value() > a.rank.as_value(), b, a), "s2b_red",
+            shape=x.lane_t)
+        # s3 registers the row's winner; the decision reads merge(s3, best) in the cycle the
+        # last row sits in s3, so that stage costs no cycle per token
+        x.s2b_valid = s2b_valid
+        x.s3_valid = s3_valid = Signal()
+        s3 = Signal(x.lane_t)
+        m.d.sync += s3_valid.eq(s2b_valid)
+        with m.If(s2b_valid):
+            m.d.sync += s3.eq(winner)
+        x.fin = fin = Signal(x.lane_t)
+        m.d.comb += fin.eq(Mux(s3_valid & (s3.rank.as_value() > x.best.rank.as_value()), s3,
+                               x.best))
+        with m.If(s3_valid):
+            m.d.sync += x.best.eq(fin)
+
+    def _decide(self, m, x):
+        """Join or open; the output beat; the entry written back."""
+        W, N = self._window, self._lanes
+        wlog, fin, cur = x.wlog, x.fin, x.cur
+        cmax = (1 << self._count_bits) - 1
+        best_elig, best_key = fin.rank.elig, fin.rank.key
+        best_dist = Signal(x.dist_bits)
+        m.d.comb += best_dist.eq(~fin.rank.ndist)
+        x.join = join = Signal()
+        m.d.comb += join.eq(best_elig & (best_dist < self.th_hd))
+        base = Signal(self._id_bits)
+        m.d.comb += base.eq(Cat(Const(0, wlog), x.n_cur[wlog:]))
+        cid = Signal(self._id_bits)
+        m.d.comb += cid.eq(Mux(join, Mux(best_key[wlog], base + best_key[:wlog],
+                                          base - W + best_key[:wlog]), x.n_cur))
+        new_count = Signal(self._count_bits)
+        m.d.comb += new_count.eq(Mux(join, Mux(fin.entry.count == cmax, cmax,
+                                               fin.entry.count + 1), 1))
+        m.d.comb += [
+            self.o.payload.token.eq(x.token),
+            self.o.payload.cluster.eq(cid),
+            self.o.payload.opened.eq(~join),
+            self.o.payload.distance.eq(Mux(best_elig, best_dist, self._n_hp + 1)),
+            self.o.payload.count.eq(new_count),
+            self.o.payload.layer.eq(cur.layer),
+            self.o.payload.first.eq(cur.first),
+            self.o.payload.last.eq(cur.last),
+        ]
+        x.slot_w = slot_w = Signal(wlog)
+        m.d.comb += slot_w.eq(Mux(join, best_key[:wlog], x.r))
+        new_entry = Signal(self.entry_layout)
+        m.d.comb += [new_entry.hash.eq(Mux(join, fin.entry.hash, cur.hash)),
+                     new_entry.step.eq(Mux(join, fin.entry.step, cur.step)),
+                     new_entry.count.eq(new_count)]
+        m.d.comb += x.wr.addr.eq(Cat(slot_w[x.lane_log:], cur.layer[:x.layer_log]))
+        for j in range(N):
+            m.d.comb += x.wr.data[j].eq(new_entry)
+
+    def _control(self, m, x):
+        """The token sequencer (IDLE, SCAN, DECIDE), the commit and the counters."""
+        perf = self.perf
+        commit = Signal()
+        nxt, cur = x.nxt, x.cur
+
+        def start_next(read_row0: bool):
+            """Take the buffered token as the current one (issuing its row 0 now if asked),
+            or go idle."""
+            with m.If(x.nxt_valid):
+                m.d.sync += [cur.eq(nxt), x.nxt_valid.eq(0), x.best.rank.eq(0),
+                             x.token.eq(Mux(nxt.first, 0, x.token + 1))]
+                if read_row0:
+                    m.d.comb += [x.spec.eq(1), x.issue.eq(1)]
+                    m.d.sync += x.beat.eq(1)
+                else:
+                    m.d.sync += x.beat.eq(0)
+                m.next = "SCAN"
+            with m.Else():
+                m.next = "IDLE"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                start_next(read_row0=False)
+            with m.State("SCAN"):
+                m.d.sync += perf.busy.eq(perf.busy + 1)
+                with m.If(x.beat < x.beats):
+                    m.d.comb += x.issue.eq(1)
+                    m.d.sync += x.beat.eq(x.beat + 1)
+                with m.Else():
+                    m.next = "DECIDE"
+            with m.State("DECIDE"):
+                m.d.sync += perf.busy.eq(perf.busy + 1)
+                drained = ~x.s1_valid & ~x.s2_valid & ~x.s2b_valid   # s3 merges combinationally
+                m.d.comb += self.o.valid.eq(drained)
+                with m.If(drained & ~self.o.ready):
+                    m.d.sync += perf.stalled.eq(perf.stalled + 1)
+                with m.If(drained & self.o.ready):
+                    m.d.comb += commit.eq(1)
+                    start_next(read_row0=True)
+        with m.If(commit):
+            m.d.comb += x.wr.en.eq(Const(1, self._lanes) << x.slot_w[:x.lane_log])
+            m.d.sync += perf.comparisons.eq(perf.comparisons + x.n_valid)
+            with m.If(x.join):
+                m.d.sync += perf.joined.eq(perf.joined + 1)
+            with m.Else():
+                m.d.sync += [perf.opened.eq(perf.opened + 1),
+                             x.n_open[cur.layer].eq(x.n_cur + 1)]

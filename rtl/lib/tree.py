@@ -1,0 +1,50 @@
+"""Balanced reduction trees, the one generator behind every popcount, adder, min/max and
+arg-max tree of the blocks, and a row of pipeline registers to split a tree for the clock."""
+from __future__ import annotations
+
+from amaranth.hdl import Signal
+
+__all__ = ["reduce_tree", "register"]
+
+
+def _node(m, value, name, shape, level: int, index: int):
+    if isinstance(value, tuple):
+        shapes = shape if isinstance(shape, tuple) else (shape,) * len(value)
+        sigs = tuple(Signal(s if s is not None else v.shape(), name=f"{n}_l{level}_{index}")
+                     for v, n, s in zip(value, name, shapes))
+        m.d.comb += [s.eq(v) for s, v in zip(sigs, value)]
+        return sigs
+    sig = Signal(shape if shape is not None else value.shape(),
+                 name=f"{name}_l{level}_{index}")
+    m.d.comb += sig.eq(value)
+    return sig
+
+
+def reduce_tree(m, items, combine, name, *, levels: int | None = None, shape=None):
+    """A balanced tree of ``combine(a, b)`` over ``items``.
+
+    Every node of level l is a combinational signal named ``{name}_l{l}_{j}`` of ``shape``
+    (default: the shape ``combine`` returns); an odd item passes up a level unchanged. A node
+    may be a tuple of values (an arg-max carries (rank, index)): then ``combine`` returns a
+    tuple, and ``name`` (and ``shape``, if given) are tuples alike. With ``levels``, only that
+    many levels are built and the list of partial results is returned, for :func:`register`
+    to split the tree; otherwise the root.
+    """
+    items = list(items)
+    level = 0
+    while len(items) > 1 and (levels is None or level < levels):
+        nxt = [_node(m, combine(items[j], items[j + 1]), name, shape, level, j // 2)
+               for j in range(0, len(items) - 1, 2)]
+        if len(items) % 2:
+            nxt.append(items[-1])
+        items = nxt
+        level += 1
+    return items if levels is not None else items[0]
+
+
+def register(m, items, name, domain: str = "sync"):
+    """One register per item, named ``{name}_{j}``, loaded every cycle: a pipeline stage
+    between the two halves of a tree. Returns the registers."""
+    regs = [Signal(x.shape(), name=f"{name}_{j}") for j, x in enumerate(items)]
+    m.d[domain] += [r.eq(x) for r, x in zip(regs, items)]
+    return regs

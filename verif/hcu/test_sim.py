@@ -1,0 +1,139 @@
+"""HCU, fast tier: the Amaranth simulator against the golden block model."""
+import numpy as np
+import pytest
+
+from rtl import HashClusterUnit
+from verif.lib.amaranth_sim import run_streams
+from verif.lib.pauses import CROSSINGS
+from verif.lib.scoreboard import compare
+from vrex.config import Config
+from vrex.rules import ParameterError
+
+from .model import Token, expected, frames, structured_hashes
+
+
+def run(cfg, tokens, *, cross="none", seed=0):
+    """Drive ``tokens`` into the HCU built and set from ``cfg`` under a crossing; compare every
+    beat and the counters with the golden model. Returns beats, output cycles, counters."""
+    dut = HashClusterUnit.from_config(cfg)
+    regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("hcu").items()]
+    got, when, perf = run_streams(dut, [t.beat() for t in tokens], len(tokens), regs=regs,
+                                  cross=cross, seed=seed, max_cycles=200 * (len(tokens) + 10) *
+                                  max(1, dut.window // dut.lanes))
+    want = expected(tokens, cfg)
+    compare(got, want, what="token")
+    assert perf["opened"] == sum(w["opened"] for w in want)
+    assert perf["joined"] == len(want) - perf["opened"]
+    return got, when, perf
+
+
+def point(**kw) -> Config:
+    """A build of one layer context with the given fields."""
+    return Config(n_layers=1, **kw)
+
+
+SWEEP = {"h16-l4-w16": point(n_hp=16, hcu_lanes=4, window=16),
+         "h32-l4-w64": point(n_hp=32, hcu_lanes=4, window=64),
+         "h32-l16-w64": point(n_hp=32, hcu_lanes=16, window=64),
+         "h64-l8-w32": point(n_hp=64, hcu_lanes=8, window=32),
+         "h8-l1-w4": point(n_hp=8, hcu_lanes=1, window=4),
+         "h32-l16-w16": point(n_hp=32, hcu_lanes=16, window=16)}
+
+
+@pytest.mark.parametrize("cross", CROSSINGS)
+@pytest.mark.parametrize("name", SWEEP)
+def test_random_streams(name, cross):
+    cfg = SWEEP[name]
+    cfg = cfg.replace(th_hd=cfg.n_hp // 4, max_age=3)
+    rng = np.random.default_rng(cfg.window + cfg.n_hp + list(CROSSINGS).index(cross))
+    n = 3 * cfg.window + 20                    # enough to wrap the window
+    hashes = structured_hashes(rng, n, cfg.n_hp, flips=cfg.n_hp // 4)
+    steps = np.sort(rng.integers(0, 12, n))
+    run(cfg, frames(hashes, steps), cross=cross, seed=7)
+
+
+@pytest.mark.parametrize("max_age", [None, 0, 2])
+def test_directed_cases(max_age):
+    cfg = point(n_hp=8, hcu_lanes=4, window=8, th_hd=3, max_age=max_age)
+    toks = [Token(0x00, step=0, first=1), Token(0x00, step=0), Token(0x00, step=0),    # equal
+            Token(0x03, step=1, first=1),            # distance Th_hd - 1 (th 3): joins
+            Token(0x07, step=1),                      # distance Th_hd: opens
+            Token(0xFF, step=2, first=1), Token(0xF0, step=2), Token(0x0F, step=2),
+            Token(0x3C, step=3, first=1),             # ties between clusters
+            Token(0x00, step=5, first=1),             # clusters aged out at A = 2
+            ] + [Token(1 << (i % 8) | 0x80 * (i % 2), step=6, first=int(i == 0))
+                 for i in range(12)]                  # all different: the window wraps
+    run(cfg, toks)
+
+
+def test_ages_exactly_at_limit():
+    cfg = point(n_hp=8, hcu_lanes=2, window=4, th_hd=3, max_age=5)
+    toks = [Token(0x00, step=0, first=1), Token(0x01, step=4, first=1),
+            Token(0x01, step=10, first=1), Token(0x01, step=15, first=1)]
+    got, _, _ = run(cfg, toks)
+    assert [g["opened"] for g in got] == [1, 0, 1, 0]
+
+
+def test_count_saturates():
+    cfg = point(n_hp=8, hcu_lanes=2, window=4, count_bits=2, th_hd=2)
+    got, _, _ = run(cfg, [Token(0x11, first=int(i == 0)) for i in range(6)])
+    assert [g["count"] for g in got] == [1, 2, 3, 3, 3, 3]
+
+
+def test_layer_contexts_are_separate():
+    cfg = Config(n_layers=3, n_hp=16, hcu_lanes=4, window=16, th_hd=4)
+    rng = np.random.default_rng(3)
+    hashes = structured_hashes(rng, 150, 16, flips=5)
+    layers = [(i // 10) % 3 for i in range(150)]      # switches every 10 tokens, mid-step
+    steps = [i // 30 for i in range(150)]
+    run(cfg, frames(hashes, steps, layers), cross="both")
+
+
+def test_throughput_full_window():
+    """With the window full and o always ready, a token takes cycles_per_token(W) cycles."""
+    cfg = point(n_hp=32, hcu_lanes=4, window=32, th_hd=2)
+    dut = HashClusterUnit.from_config(cfg)
+    rng = np.random.default_rng(5)
+    hashes = [int(x) for x in rng.integers(0, 2**32, 80, dtype=np.uint64)]
+    got, when, perf = run(cfg, frames(hashes, [0] * 80))
+    gaps = np.diff(when)
+    assert (gaps[40:] == dut.cycles_per_token(32)).all()
+    assert (gaps[:3] == [dut.cycles_per_token(1), dut.cycles_per_token(2),
+                         dut.cycles_per_token(3)]).all()
+    assert perf["stalled"] == 0
+    assert perf["comparisons"] == sum(min(k, 32) for k in range(80))
+
+
+def params(**kw) -> dict:
+    return {**Config().block_params("hcu"), **kw}
+
+
+@pytest.mark.parametrize("kw, err, msg", [
+    (dict(lanes=12), ValueError, "lanes must be a positive power of two, not 12"),
+    (dict(window=100), ValueError, "window must be a positive power of two, not 100"),
+    (dict(window=8, lanes=16), ValueError, "window must be at least lanes (16), not 8"),
+    (dict(n_hp=65), ValueError, "n_hp must be at most 64, not 65"),
+    (dict(n_hp=0), TypeError, "n_hp must be a positive integer, not 0"),
+    (dict(layers=2.0), TypeError, "layers must be a positive integer, not 2.0"),
+    (dict(id_bits=10), ValueError, "id_bits must exceed log2(window) (10), not 10"),
+])
+def test_bad_parameters(kw, err, msg):
+    with pytest.raises(err) as e:
+        HashClusterUnit(**params(**kw))
+    assert str(e.value) == msg
+    assert isinstance(e.value, ParameterError)
+
+
+def test_parameters_are_required():
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'lanes'"):
+        HashClusterUnit(**{k: v for k, v in params().items() if k != "lanes"})
+
+
+def test_properties():
+    dut = HashClusterUnit.from_config(Config(n_layers=2, n_hp=16, hcu_lanes=8, window=64))
+    assert (dut.n_hp, dut.lanes, dut.window, dut.layers) == (16, 8, 64, 2)
+    assert dut.memory_bits == 2 * 64 * (16 + 16 + 16)
+    assert dut.cycles_per_token(0) == 1 + dut.latency
+    assert dut.cycles_per_token(64) == 8 + dut.latency
+    with pytest.raises(AttributeError):
+        dut.lanes = 4

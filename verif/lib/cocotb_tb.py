@@ -1,0 +1,178 @@
+"""cocotb side of the testbench library: payload packing from Amaranth layouts, stream sources
+and sinks driven by pause generators, and the testbench base every block's testbench extends.
+
+The base knows a block by its :class:`vrex.config.Config` (sent by the runner as JSON) and its
+named stream ports; a block with a memory bus adds its cocotbext-axi models (``AxiRam`` with
+their own pause generators) to ``self.axi`` in its own testbench.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Shape
+from amaranth.lib import data
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from .counters import read_cocotb, unpack
+from .pauses import crossing, no_pause
+from .runner import tb_config
+
+__all__ = ["pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB"]
+
+
+def named(values):
+    """Values for ``cocotb.parametrize`` that name each generated test by the value itself
+    (cocotb names strings longer than 10 characters by their index)."""
+    return [cocotb.Param(value=v, name=str(v)) for v in values]
+
+
+def pack(layout, value) -> int:
+    """Pack a dict (struct), a list (array) or an int into the layout's bits, recursively."""
+    if isinstance(layout, data.Layout):
+        word = 0
+        for key, field in layout:
+            sub = value.get(key, 0) if isinstance(value, dict) else value[key]
+            word |= pack(field.shape, sub) << field.offset
+        return word
+    return int(value) & ((1 << Shape.cast(layout).width) - 1)
+
+
+class _StreamPort:
+    def __init__(self, dut, prefix, layout, clk):
+        self.name = prefix
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.payload = getattr(dut, f"{prefix}__payload")
+        self.layout, self.clk = layout, clk
+        self.pauses = no_pause()
+        self.cycles = []
+
+
+class StreamSource(_StreamPort):
+    """Drives ``<prefix>__valid/__payload``, pausing before a beat where its pause generator
+    says so; ``valid`` never waits for ``ready``."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.valid.value = 0
+
+    async def send(self, beats):
+        """Send every beat; ``self.cycles`` records the cycle (from the call) of each transfer."""
+        self.cycles = []
+        cycle = 0
+        for b in beats:
+            while next(self.pauses):
+                self.valid.value = 0
+                await RisingEdge(self.clk)
+                cycle += 1
+            self.valid.value = 1
+            self.payload.value = pack(self.layout, b)
+            while True:
+                await ReadOnly()
+                fire = int(self.ready.value) == 1
+                await RisingEdge(self.clk)
+                if fire:
+                    self.cycles.append(cycle)
+                cycle += 1
+                if fire:
+                    break
+        self.valid.value = 0
+
+
+class StreamSink(_StreamPort):
+    """Takes beats from ``<prefix>__valid/__payload``, holding ``ready`` low where its pause
+    generator says so."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.ready.value = 0
+
+    async def take(self, n: int, timeout: int = 1_000_000, *, until_last: str | None = None):
+        """Take ``n`` beats. With ``until_last``, the name of a payload field: fail at once on
+        a beat with that field set before beat n, or on beat n without it (a missing or extra
+        beat fails here, not at a timeout). Fails after ``timeout`` cycles without progress."""
+        got, cycle, idle = [], 0, 0
+        self.cycles = []
+        while len(got) < n:
+            r = not next(self.pauses)
+            self.ready.value = int(r)
+            await ReadOnly()
+            if r and int(self.valid.value) == 1:
+                beat = unpack(self.layout, int(self.payload.value))
+                got.append(beat)
+                self.cycles.append(cycle)
+                idle = 0
+                if until_last is not None and bool(beat[until_last]) != (len(got) == n):
+                    raise AssertionError(
+                        f"{self.name}: beat {len(got) - 1} has {until_last}="
+                        f"{beat[until_last]}, expected {until_last} only on beat {n - 1}: "
+                        f"{beat}")
+            await RisingEdge(self.clk)
+            cycle += 1
+            idle += 1
+            if idle > timeout:
+                raise AssertionError(f"{self.name}: no beat for {timeout} cycles, "
+                                     f"{len(got)} of {n} taken")
+        self.ready.value = 0
+        return got
+
+    async def expect_quiet(self, cycles: int):
+        """Fail if a beat is offered in the next ``cycles`` cycles (an extra beat)."""
+        self.ready.value = 1
+        for _ in range(cycles):
+            await ReadOnly()
+            if int(self.valid.value) == 1:
+                raise AssertionError(f"{self.name}: an extra beat "
+                                     f"{unpack(self.layout, int(self.payload.value))}")
+            await RisingEdge(self.clk)
+        self.ready.value = 0
+
+
+class BlockTB:
+    """One block under cocotb: its configuration and model (the component, for its
+    parameters, layouts and timing), named stream sources and sinks, clock, reset, run-time
+    registers and counters. ``sources`` and ``sinks`` map a port prefix to its layout."""
+
+    def __init__(self, dut, block_cls, *, sources: dict, sinks: dict, cfg=None):
+        self.dut = dut
+        self.cfg = cfg if cfg is not None else tb_config()
+        self.model = block_cls.from_config(self.cfg)
+        self.source = {p: StreamSource(dut, p, lay(self.model), dut.clk)
+                       for p, lay in sources.items()}
+        self.sink = {p: StreamSink(dut, p, lay(self.model), dut.clk) for p, lay in sinks.items()}
+        self.axi = {}
+
+    def cross(self, name: str, seed: int = 0):
+        """Plug the named crossing's pause generators into every source and sink."""
+        for k, port in enumerate([*self.source.values(), *self.sink.values()]):
+            src, snk = crossing(name, seed + 2 * k)
+            port.pauses = src if isinstance(port, StreamSource) else snk
+
+    def registers(self, values: dict):
+        """Drive run-time register inputs (port name -> value)."""
+        for name, v in values.items():
+            getattr(self.dut, name).value = int(v)
+
+    async def start(self):
+        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
+        await self.reset()
+
+    async def reset(self, cycles=2):
+        self.dut.rst.value = 1
+        for s in self.source.values():
+            s.valid.value = 0
+        await ClockCycles(self.dut.clk, cycles)
+        self.dut.rst.value = 0
+        await RisingEdge(self.dut.clk)
+        await self.after_reset()
+
+    async def after_reset(self):
+        """What the block needs after reset before it takes input (nothing by default)."""
+
+    async def perf(self) -> dict:
+        """The counters, read in this cycle's read-only phase; returns at the next edge."""
+        await ReadOnly()
+        p = read_cocotb(self.dut, self.model.perf_layout)
+        await RisingEdge(self.dut.clk)
+        return p

@@ -1,0 +1,77 @@
+"""Build a block's Verilog under Verilator and run a cocotb test module on it.
+
+The build's :class:`vrex.config.Config` reaches the simulator process as JSON in
+``VREX_CONFIG``; the testbench rebuilds the block from it (:func:`tb_config`). Tool output goes
+to log files in the build folder; the results come back per test, by name.
+"""
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from vrex.config import Config
+
+__all__ = ["run_cocotb", "tb_config", "failures", "ROOT"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tb_config() -> Config:
+    """Inside the simulator: the Config the runner sent."""
+    return Config.from_json(os.environ["VREX_CONFIG"])
+
+
+def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=None,
+               extra_env: dict | None = None, check_lint: bool = True) -> dict:
+    """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` as ``<name>.v`` in
+    ``build_dir`` (lint it), build it with Verilator and run ``test_module`` (or only
+    ``testcase``). Returns ``{test name: failure message or None}``; the build and run logs
+    are ``build.log`` and ``sim.log`` in ``build_dir``."""
+    from cocotb_tools.runner import get_runner
+    from rtl import BLOCKS
+    from vrex.emit import LINT_WAIVERS, lint, write_verilog
+    from vrex.toolchain import setup_environ
+    setup_environ()
+    build = Path(build_dir).resolve()
+    build.mkdir(parents=True, exist_ok=True)
+    (build / "config.json").write_text(cfg.to_json())
+    v = write_verilog(BLOCKS[name].from_config(cfg), name, build)
+    if check_lint:
+        lint(v)
+    runner = get_runner("verilator")
+    runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
+                 build_args=["-Wno-fatal", str(LINT_WAIVERS)], timescale=("1ns", "1ps"),
+                 log_file=build / "build.log")
+    env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    if os.environ.get("WAVES"):
+        env["WAVES"] = "1"
+    xml = build / "results.xml"
+    xml.unlink(missing_ok=True)
+    try:
+        runner.test(hdl_toplevel=name, test_module=test_module, build_dir=build,
+                    test_dir=build, extra_env=env, testcase=testcase, results_xml=str(xml),
+                    log_file=build / "sim.log", waves=bool(os.environ.get("WAVES")))
+    except SystemExit:              # the runner exits on a failed test: the XML says which
+        pass
+    if not xml.exists():
+        return {}
+    results = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        results[case.get("name")] = None if bad is None else (bad.get("message") or "failed")
+    return results
+
+
+def failures(results: dict, build_dir) -> str:
+    """A message naming every failed test, for an assert (empty when all passed)."""
+    if not results:
+        return f"no test ran (see {Path(build_dir) / 'sim.log'})"
+    bad = {k: v for k, v in results.items() if v is not None}
+    if not bad:
+        return ""
+    return (f"{len(bad)} of {len(results)} tests failed (log: {Path(build_dir) / 'sim.log'}):\n"
+            + "\n".join(f"  {k}: {v}" for k, v in bad.items()))

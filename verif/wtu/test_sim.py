@@ -1,0 +1,113 @@
+"""WTU, fast tier: the Amaranth simulator against the golden block model."""
+import numpy as np
+import pytest
+
+from golden.wtu import Row
+from rtl import WicsumThresholdUnit
+from verif.lib.amaranth_sim import run_streams
+from verif.lib.pauses import CROSSINGS
+from verif.lib.scoreboard import compare, compare_counters
+from vrex.config import Config
+from vrex.rules import ParameterError
+
+from .model import all_beats, expected, random_rows
+
+COUNTERS = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused")
+
+
+def run(cfg, heads, *, cross="none", seed=0):
+    """Drive the heads' rows into the WTU built and set from ``cfg``; compare every output
+    beat, the counters and the error flag with the golden model."""
+    dut = WicsumThresholdUnit.from_config(cfg)
+    want, ref = expected(heads, cfg)
+    regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("wtu").items()]
+    got, _, info = run_streams(dut, all_beats(heads, dut.lanes), len(want), regs=regs,
+                               cross=cross, seed=seed, read={"error": dut.error})
+    compare(got, want)
+    compare_counters(info, {f: ref.counters[f] for f in COUNTERS})
+    assert info["error"] == int(any(ref.refused))
+    return got, ref, info
+
+
+def point(**kw) -> Config:
+    return Config(**{"th_r": 0.3, **kw})
+
+
+SWEEP = {"l4-b8-e64": point(wtu_lanes=4, buckets=8, wtu_row_entries=64),
+         "l16-b16-e256": point(wtu_lanes=16, buckets=16, wtu_row_entries=256),
+         "l4-b32-e128": point(wtu_lanes=4, buckets=32, wtu_row_entries=128),
+         "l1-b4-e8": point(wtu_lanes=1, buckets=4, wtu_row_entries=8),
+         "l16-b1-e64": point(wtu_lanes=16, buckets=1, wtu_row_entries=64)}
+
+
+@pytest.mark.parametrize("cross", CROSSINGS)
+@pytest.mark.parametrize("name", SWEEP)
+def test_random_rows(name, cross):
+    cfg = SWEEP[name]
+    E = cfg.wtu_row_entries
+    rng = np.random.default_rng(E + cfg.buckets)
+    heads = [random_rows(rng, 3, (1, E + 1), kind=k, invalid=0.1)
+             for k in ("exp", "flat", "peaky", "uniform")]
+    run(cfg, heads, cross=cross, seed=3)
+
+
+def test_paper_example():
+    """PAPER.md: sum 1000, min 0, max 40, Th_r 0.8: exit at 802 in the bucket 28..30."""
+    cfg = point(wtu_lanes=4, buckets=16, wtu_row_entries=16, th_r=0.8)
+    row = Row([40, 35, 30, 28, 10, 0], [500, 200, 90, 12, 197, 1], [1] * 6)
+    got, ref, info = run(cfg, [[row]])
+    assert [g["cluster"] for g in got[:-1]] == [0, 1, 2, 3]
+    assert info["buckets_visited"] == 5 and info["buckets_skipped"] == 11
+
+
+@pytest.mark.parametrize("th_r", [0.0, 0.3, 1.0])
+def test_edge_cases(th_r):
+    cfg = point(wtu_lanes=4, buckets=8, wtu_row_entries=16, th_r=th_r)
+    heads = [
+        [Row([], [], [])],                                           # an empty row
+        [Row([5, 5, 5, 5, 5], [9, 9, 9, 9, 9], [1, 2, 3, 4, 5])],     # all equal: max = min
+        [Row([3, 1, 2], [0, 0, 0], [1, 1, 1])],                      # zero sum
+        [Row([9, 9, 1], [10, 10, 10], [1, 0, 1])],                   # a count of zero
+        [Row([7, -8, 3], [1, 1, 1], [1, 1, 1], [False, False, False])],   # nothing valid
+        [Row([-(1 << 21)] * 3 + [(1 << 21) - 1], [1, 2, 3, 40000], [65535] * 4)],  # extremes
+        [Row([1, 2], [5, 5], [1, 1]), Row([2, 1], [5, 5], [1, 1])],  # union of two rows
+    ]
+    run(cfg, heads)
+
+
+def test_long_row_is_refused():
+    cfg = point(wtu_lanes=4, buckets=8, wtu_row_entries=16)
+    rng = np.random.default_rng(1)
+    heads = [random_rows(rng, 2, 10) + random_rows(rng, 1, 17) + random_rows(rng, 1, 16)]
+    _, ref, info = run(cfg, heads, cross="backpressure")
+    assert info["rows_refused"] == 1 and info["error"] == 1
+
+
+def test_row_cycles():
+    """With o ready and the input always valid, rows take row_cycles and heads emit_cycles."""
+    cfg = point(wtu_lanes=4, buckets=8, wtu_row_entries=64)
+    dut = WicsumThresholdUnit.from_config(cfg)
+    rng = np.random.default_rng(2)
+    heads = [random_rows(rng, 6, n) for n in (1, 7, 33, 64)]
+    _, ref, info = run(cfg, heads)
+    rows = [r for h in heads for r in h]
+    want = sum(dut.row_cycles(len(r.score), v) for r, v in zip(rows, ref.visited))
+    emit = sum(dut.emit_cycles(-(-max(len(r.score) for r in h) // dut.lanes), len(ids))
+               for h, ids in zip(heads, ref.heads))
+    assert info["busy"] == want + emit
+
+
+def params(**kw) -> dict:
+    return {**Config().block_params("wtu"), **kw}
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(lanes=12), "lanes must be a positive power of two, not 12"),
+    (dict(buckets=12), "buckets must be a positive power of two, not 12"),
+    (dict(row_entries=100, lanes=16), "row_entries must be a multiple of lanes (16), not 100"),
+    (dict(score_bits=1), "score_bits must be at least 2, not 1"),
+])
+def test_bad_parameters(kw, msg):
+    with pytest.raises(ParameterError) as e:
+        WicsumThresholdUnit(**params(**kw))
+    assert str(e.value) == msg

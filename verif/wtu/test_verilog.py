@@ -1,0 +1,21 @@
+"""WTU, Verilog tier: emitted Verilog, Verilator lint, the cocotb testbench per build."""
+import pytest
+
+from verif.lib.runner import ROOT, failures, run_cocotb
+from vrex.config import Config
+
+# lanes 4/16, buckets 8/16/32, score memories of 64 to 4096 entries
+POINTS = {
+    "default": Config(),
+    "l4_b8_e256": Config(wtu_lanes=4, buckets=8, wtu_row_entries=256),
+    "l16_b32_e1024": Config(wtu_lanes=16, buckets=32, wtu_row_entries=1024),
+    "l4_b16_e64": Config(wtu_lanes=4, buckets=16, wtu_row_entries=64),
+}
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_wtu_verilog(point):
+    build = ROOT / "build" / "sim" / "wtu" / point
+    results = run_cocotb("wtu", POINTS[point], test_module="verif.wtu.tb", build_dir=build)
+    if msg := failures(results, build):
+        pytest.fail(msg, pytrace=False)

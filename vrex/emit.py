@@ -1,0 +1,72 @@
+"""Verilog emission and lint: one file per top-level block, byte-identical from run to run.
+
+``python -m vrex.emit [--out build/verilog] [--config cfg.json] [--lint] [block ...]`` writes
+``<block>.v`` for every block of :data:`rtl.BLOCKS`, built from one :class:`vrex.config.Config`.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from pathlib import Path
+
+from .config import Config
+from .toolchain import setup_environ, tool_env
+
+__all__ = ["emit_verilog", "write_verilog", "lint", "load_config", "main", "LINT_WAIVERS"]
+
+LINT_WAIVERS = Path(__file__).resolve().parent / "lint.vlt"
+
+
+def emit_verilog(component, name: str) -> str:
+    setup_environ()
+    from amaranth.back import verilog
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+def write_verilog(component, name: str, out_dir) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.v"
+    path.write_text(emit_verilog(component, name))
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="vrex.emit", description=__doc__)
+    ap.add_argument("--out", default="build/verilog")
+    ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
+    ap.add_argument("--lint", action="store_true", help="run verilator --lint-only -Wall")
+    ap.add_argument("blocks", nargs="*", help="blocks to emit (default: every block)")
+    args = ap.parse_args(argv)
+    from rtl import BLOCKS
+    cfg = load_config(args.config)
+    for name in args.blocks or list(BLOCKS):
+        if name not in BLOCKS:
+            ap.error(f"unknown block {name!r}; blocks: {', '.join(BLOCKS)}")
+        path = write_verilog(BLOCKS[name].from_config(cfg), name, args.out)
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        print(f"wrote {path} ({os.path.getsize(path)} bytes, sha256 {sha})")
+        if args.lint:
+            lint(path)
+            print(f"  verilator --lint-only -Wall: clean (waivers: vrex/lint.vlt)")
+    return 0
+
+
+def load_config(path) -> Config:
+    """The build's configuration: a Config JSON file, or the default (the paper preset)."""
+    return Config.from_json(Path(path).read_text()) if path else Config()
+
+
+def lint(path) -> None:
+    """``verilator --lint-only -Wall`` with the waivers of vrex/lint.vlt; raises on a finding."""
+    import subprocess
+    r = subprocess.run(["verilator", "--lint-only", "-Wall", str(LINT_WAIVERS), str(path),
+                        "--top-module", Path(path).stem], env=tool_env(), capture_output=True,
+                       text=True)
+    if r.returncode:
+        raise RuntimeError(f"verilator lint of {path} failed:\n{r.stderr}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""Parameter rules, written once: the checks a block's constructor makes and the checks the
+configuration makes of the same values, with the same exact messages.
+
+Each rule takes the name the caller knows the value by (a block says ``lanes``, the
+configuration ``hcu_lanes``), so one rule serves both and the message names the right thing.
+"""
+from __future__ import annotations
+
+__all__ = ["ParameterError", "ParameterTypeError", "positive_int", "power_of_two",
+           "int_range", "multiple_of", "at_least", "hcu_rules", "wtu_rules"]
+
+
+class ParameterError(ValueError):
+    """A parameter holds a value that no build accepts."""
+
+
+class ParameterTypeError(ParameterError, TypeError):
+    """A parameter is not of the kind a build takes (an integer where one is needed)."""
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def positive_int(name: str, v) -> None:
+    if not _is_int(v) or v <= 0:
+        raise ParameterTypeError(f"{name} must be a positive integer, not {v!r}")
+
+
+def power_of_two(name: str, v) -> None:
+    if not _is_int(v) or v <= 0 or v & (v - 1):
+        raise ParameterError(f"{name} must be a positive power of two, not {v!r}")
+
+
+def int_range(name: str, v, lo: int, hi: int) -> None:
+    if not _is_int(v) or not lo <= v <= hi:
+        raise ParameterError(f"{name} must be an integer from {lo} to {hi}, not {v!r}")
+
+
+def multiple_of(name: str, v, other_name: str, other: int) -> None:
+    if v % other:
+        raise ParameterError(f"{name} must be a multiple of {other_name} ({other}), not {v!r}")
+
+
+def at_least(name: str, v, other_name: str, other: int) -> None:
+    if v < other:
+        raise ParameterError(f"{name} must be at least {other_name} ({other}), not {v!r}")
+
+
+def _namer(names: dict | None):
+    names = names or {}
+    return lambda key: names.get(key, key)
+
+
+def hcu_rules(*, n_hp, lanes, window, layers, count_bits, step_bits, id_bits, token_bits,
+              counter_bits, names: dict | None = None) -> None:
+    """What the hash-cluster unit accepts (``rtl.dre.hcu.HashClusterUnit``)."""
+    n = _namer(names)
+    for key, v in (("n_hp", n_hp), ("layers", layers), ("count_bits", count_bits),
+                   ("step_bits", step_bits), ("id_bits", id_bits), ("token_bits", token_bits),
+                   ("counter_bits", counter_bits)):
+        positive_int(n(key), v)
+    if n_hp > 64:
+        raise ParameterError(f"{n('n_hp')} must be at most 64, not {n_hp!r}")
+    power_of_two(n("lanes"), lanes)
+    power_of_two(n("window"), window)
+    at_least(n("window"), window, n("lanes"), lanes)
+    wlog = window.bit_length() - 1
+    if id_bits <= wlog:
+        raise ParameterError(f"{n('id_bits')} must exceed log2({n('window')}) ({wlog}), "
+                             f"not {id_bits!r}")
+
+
+def wtu_rules(*, lanes, buckets, row_entries, score_bits, weight_bits, count_bits,
+              th_r_frac_bits, counter_bits, names: dict | None = None) -> None:
+    """What the WiCSum threshold unit accepts (``rtl.dre.wtu.WicsumThresholdUnit``)."""
+    n = _namer(names)
+    for key, v in (("row_entries", row_entries), ("score_bits", score_bits),
+                   ("weight_bits", weight_bits), ("count_bits", count_bits),
+                   ("th_r_frac_bits", th_r_frac_bits), ("counter_bits", counter_bits)):
+        positive_int(n(key), v)
+    power_of_two(n("lanes"), lanes)
+    power_of_two(n("buckets"), buckets)
+    multiple_of(n("row_entries"), row_entries, n("lanes"), lanes)
+    if score_bits < 2:
+        raise ParameterError(f"{n('score_bits')} must be at least 2, not {score_bits!r}")
