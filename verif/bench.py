@@ -1,77 +1,59 @@
-"""``make bench`` for the RTL blocks: run each block's cocotb benchmark under Verilator.
+"""``make bench`` for the RTL blocks: each registered block's cocotb benchmark under Verilator.
 
-Writes ``build/bench/<block>.json`` with the block's own counters and derived figures.
+For every block of :data:`rtl.BLOCKS` that has a ``verif/<block>/bench.py``, builds the block
+from the Config (``--config``, default: the paper preset), runs the benchmark and writes
+``build/bench/<block>.json`` (the block's own counters and derived figures, with the
+Config it measured). Tool logs go to ``build/sim/<block>_bench/``.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
 
-from golden.config import Config
+from verif.lib.runner import ROOT, failures, run_cocotb
+from vrex.emit import load_config
 
-from .hcu import HashClusterUnit
-from .wtu import WicsumThresholdUnit
-from .sim import run_cocotb
-
-ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["bench_block", "benched_blocks", "main"]
 
 
-def _cocotb_bench(name: str, block, params: dict, out_dir: Path) -> dict:
-    """Run ``verif.cocotb_<name>_bench`` on ``block`` under Verilator; its JSON report."""
-    out = (out_dir / f"{name}.json").resolve()
-    total, failed = run_cocotb(name, block, test_module=f"verif.cocotb_{name}_bench",
-                               build_dir=ROOT / "build" / "sim" / f"{name}_bench", params=params,
-                               extra_env={f"{name.upper()}_BENCH_OUT": str(out)},
-                               check_lint=False)
-    if failed:
-        raise SystemExit(f"the {name.upper()} benchmark failed ({failed} of {total})")
+def benched_blocks() -> list[str]:
+    from rtl import BLOCKS
+    return [b for b in BLOCKS if importlib.util.find_spec(f"verif.{b}.bench") is not None]
+
+
+def bench_block(name: str, cfg, out_dir: Path) -> dict:
+    """Run ``verif.<name>.bench`` on the block built from ``cfg``; its JSON report."""
+    out = (Path(out_dir) / f"{name}.json").resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    build = ROOT / "build" / "sim" / f"{name}_bench"
+    results = run_cocotb(name, cfg, test_module=f"verif.{name}.bench", build_dir=build,
+                         extra_env={"BENCH_OUT": str(out)}, check_lint=False)
+    if msg := failures(results, build):
+        raise RuntimeError(f"the {name} benchmark failed: {msg}")
     return json.loads(out.read_text())
 
 
-def bench_hcu(out_dir: Path, cfg: Config) -> dict:
-    params = dict(n_hp=cfg.n_hp, lanes=cfg.hcu_lanes, window=cfg.window, layers=cfg.n_layers)
-    return _cocotb_bench("hcu", HashClusterUnit(**params), params, out_dir)
-
-
-def bench_wtu(out_dir: Path, cfg: Config) -> dict:
-    params = dict(lanes=cfg.wtu_lanes, buckets=cfg.buckets, row_entries=cfg.wtu_row_entries)
-    return _cocotb_bench("wtu", WicsumThresholdUnit(**params), params, out_dir)
+def summary(name: str, report: dict) -> list[str]:
+    return importlib.import_module(f"verif.{name}.bench").summary(report)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="rtl.bench", description=__doc__)
+    ap = argparse.ArgumentParser(prog="verif.bench", description=__doc__)
     ap.add_argument("--out", default="build/bench")
+    ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
+    ap.add_argument("blocks", nargs="*", help="blocks to benchmark (default: every block)")
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    r = bench_hcu(out, Config())
-    s = r["synthetic_distinct"]
-    print(f"HCU {r['params']}:")
-    print(f"  full window: {s['full_window']['cycles_per_token']:.2f} cycles/token, "
-          f"{s['full_window']['comparisons_per_cycle']:.2f} comparisons/cycle "
-          f"({100 * s['full_window']['share_of_lane_peak']:.1f}% of the lanes' peak)")
-    for k in ("synthetic_structured", "trace_paper", "trace_tuned"):
-        x = r[k]
-        print(f"  {k}: {x['tokens']} tokens, {x['cycles_per_token']:.2f} cycles/token, "
-              f"{x['comparisons_per_busy_cycle']:.2f} comparisons/busy cycle, "
-              f"{x['opened']} opened, {x['joined']} joined")
-    print(f"wrote {out / 'hcu.json'}")
-    w = bench_wtu(out, Config())
-    print(f"WTU {w['params']}:")
-    for n, x in w["synthetic_exp_rows"].items():
-        print(f"  rows of {n:5}: {x['cycles_per_row']:8.1f} cycles/row ({x['buckets_visited']:.1f}"
-              f" buckets), full-sort baseline {x['sort_baseline_cycles']}, "
-              f"{x['speedup_vs_sort']:.2f}x")
-    for k in ("trace_paper", "trace_tuned"):
-        x = w[k]
-        print(f"  {k}: {x['rows']} rows of {x['mean_entries']:.0f} entries, "
-              f"{x['cycles_per_row']:.1f} cycles/row vs {x['sort_baseline_cycles']:.1f} "
-              f"sorting ({x['speedup_vs_sort']:.2f}x), {100 * x['buckets_visited_share']:.1f}% "
-              f"of buckets visited, 80% of the mass in "
-              f"{100 * x['entries_holding_80pct_of_mass']:.1f}% of the entries")
-    print(f"wrote {out / 'wtu.json'}")
+    cfg = load_config(args.config)
+    for name in args.blocks or benched_blocks():
+        print(f"{name}: benchmark under Verilator ...", flush=True)
+        r = bench_block(name, cfg, Path(args.out))
+        for line in summary(name, r):
+            print(f"  {line}")
+        print(f"  wrote {Path(args.out) / (name + '.json')}")
     return 0
 
 

@@ -1,6 +1,8 @@
 """HCU benchmark under Verilator (``make bench``): counters and cycles, never wall time.
 
-Streams with ``o`` always ready and the input always valid; writes ``HCU_BENCH_OUT`` (JSON).
+Streams with ``o`` always ready and the input always valid; writes ``BENCH_OUT`` (JSON, with
+the Config it measured). :func:`summary` turns the report into the lines ``make bench`` and
+``make demo`` print.
 """
 from __future__ import annotations
 
@@ -11,18 +13,19 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from verif.cocotb_hcu import HcuTB
-from verif.hcu_model import frames, structured_hashes
+from verif.hcu.model import frames, structured_hashes, trace_tokens
+from verif.hcu.tb import HcuTB
+from verif.lib.traces import bundled
 
 
 async def _measure(tb, toks, th_hd, max_age):
     await tb.reset()
-    got, want, perf = await tb.run(toks, th_hd, max_age)
+    got, want, perf = await tb.run(toks, tb.cfg.replace(th_hd=th_hd, max_age=max_age))
     n_open, fills = {}, []
     for w in want:
         fills.append(n_open.get(w["layer"], 0))
         n_open[w["layer"]] = n_open.get(w["layer"], 0) + int(w["opened"])
-    gaps = np.diff(tb.sink.cycles)             # cycles of token k+1 = gap k
+    gaps = np.diff(tb.sink["o"].cycles)             # cycles of token k+1 = gap k
     return got, want, perf, np.array(fills[1:]), gaps
 
 
@@ -38,11 +41,12 @@ def _summary(tb, perf, cycles):
 
 @cocotb.test()
 async def bench(dut):
-    tb = HcuTB(dut, seed=0)
+    tb = HcuTB(dut)
     await tb.start()
     m = tb.model
     W, N = m.window, m.lanes
-    report = {"params": {"n_hp": m.n_hp, "lanes": N, "window": W, "layers": m.layers}}
+    report = {"config": tb.cfg.to_dict(),
+              "params": {"n_hp": m.n_hp, "lanes": N, "window": W, "layers": m.layers}}
 
     # synthetic worst case: every token opens, the window fills and then stays full
     n = 2 * W
@@ -56,7 +60,7 @@ async def bench(dut):
                              "model": m.cycles_per_token(int(rows * N))}
     full = fills >= W
     report["synthetic_distinct"] = dict(
-        _summary(tb, perf, tb.sink.cycles[-1] + 1), tokens=n,
+        _summary(tb, perf, tb.sink["o"].cycles[-1] + 1), tokens=n,
         cycles_per_token_by_fill=by_fill,
         full_window={"cycles_per_token": float(gaps[full].mean()),
                      "comparisons_per_cycle": W / float(gaps[full].mean()),
@@ -67,20 +71,30 @@ async def bench(dut):
     hs = structured_hashes(rng, 2000, m.n_hp, centres=64, flips=m.n_hp // 6)
     toks = frames(hs, np.repeat(np.arange(20), 100))
     _, _, perf, _, _ = await _measure(tb, toks, 7, None)
-    report["synthetic_structured"] = dict(_summary(tb, perf, tb.sink.cycles[-1] + 1), tokens=2000)
+    report["synthetic_structured"] = dict(_summary(tb, perf, tb.sink["o"].cycles[-1] + 1),
+                                          tokens=2000)
 
     # the bundled real trace under both presets, layers in streaming order
-    from golden.trace import load_trace, quantise
-    from verif.conftest import BUNDLED
-    from verif.hcu_model import trace_tokens
-    tr = load_trace(BUNDLED)
-    qt = quantise(tr)
+    tr, qt = bundled()
     for preset in ("paper", "tuned"):
-        toks, cfg, _ = trace_tokens(tr, qt, preset, m.n_hp, m.layers)
+        toks, cfg, _ = trace_tokens(tr, qt, preset, tb.cfg)
         _, _, perf, _, _ = await _measure(tb, toks, cfg.th_hd, cfg.max_age)
-        report[f"trace_{preset}"] = dict(_summary(tb, perf, tb.sink.cycles[-1] + 1),
+        report[f"trace_{preset}"] = dict(_summary(tb, perf, tb.sink["o"].cycles[-1] + 1),
                                          tokens=len(toks), trace=tr.name)
-    out = os.environ.get("HCU_BENCH_OUT")
+    out = os.environ.get("BENCH_OUT")
     if out:
         with open(out, "w") as f:
             json.dump(report, f, indent=1)
+
+
+def summary(r: dict) -> list[str]:
+    """The report in a few lines."""
+    f = r["synthetic_distinct"]["full_window"]
+    lines = [f"full window {f['cycles_per_token']:.2f} cycles/token, "
+             f"{f['comparisons_per_cycle']:.2f} comparisons/cycle "
+             f"({100 * f['share_of_lane_peak']:.1f}% of the lanes' peak)"]
+    for k in ("trace_paper", "trace_tuned"):
+        x = r[k]
+        lines.append(f"{k}: {x['tokens']} tokens, {x['cycles_per_token']:.2f} cycles/token, "
+                     f"{x['opened']} opened, {x['joined']} joined")
+    return lines

@@ -2,7 +2,8 @@
 
 Rows stream with the input always valid and ``o`` always ready; a row's cycles are measured
 between the transfers of its first beat and the next row's first beat (rows of one head, so no
-emission in between). Writes ``WTU_BENCH_OUT`` (JSON).
+emission in between). Writes ``BENCH_OUT`` (JSON, with the Config it measured).
+:func:`summary` turns the report into the lines ``make bench`` and ``make demo`` print.
 """
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import cocotb
 import numpy as np
 
 from golden.wtu import sort_baseline_cycles
-from verif.cocotb_wtu import WtuTB
-from verif.wtu_model import random_rows
+from verif.lib.traces import bundled
+from verif.wtu.model import random_rows, trace_rows
+from verif.wtu.tb import WtuTB
 
 
 def _first_beats(heads, lanes):
@@ -28,27 +30,25 @@ def _first_beats(heads, lanes):
 
 async def _rows_cycles(tb, heads, th_r):
     """Per row: measured cycles (None for a head's last row), visited, length."""
-    base = tb.perf()
-    _, ref, perf, _ = await tb.run(heads, th_r)
+    _, ref, delta, _ = await tb.run(heads, th_r)
     firsts = _first_beats(heads, tb.model.lanes)
-    starts = [tb.src.cycles[i] for i in firsts]
+    starts = [tb.source["i"].cycles[i] for i in firsts]
     res, k = [], 0
     for rows in heads:
         for j, r in enumerate(rows):
             cyc = starts[k + 1] - starts[k] if j + 1 < len(rows) else None
             res.append((len(r.score), ref.visited[k], cyc))
             k += 1
-    delta = {f: perf[f] - base.get(f, 0) for f in perf}
     return res, delta
 
 
 @cocotb.test()
 async def bench(dut):
-    tb = WtuTB(dut, seed=0)
+    tb = WtuTB(dut)
     await tb.start()
     m = tb.model
     B, N = m.buckets, m.lanes
-    report = {"params": {"lanes": N, "buckets": B, "row_entries": m.row_entries},
+    report = {"config": tb.cfg.to_dict(), "params": {"lanes": N, "buckets": B, "row_entries": m.row_entries},
               "baseline": "merge sort with `lanes` compare-and-swaps a cycle: n*ceil(log2 n)/lanes,"
                           " plus receive and cumulative-sum passes of ceil(n/lanes) each"}
     rng = np.random.default_rng(1)
@@ -66,14 +66,9 @@ async def bench(dut):
                      "speedup_vs_sort": sort_baseline_cycles(n, N) / float(np.mean(meas))}
     report["synthetic_exp_rows"] = by_len
 
-    from golden.trace import load_trace, quantise
-    from verif.conftest import BUNDLED
-    from verif.wtu_model import trace_rows
-    tr = load_trace(BUNDLED)
-    qt = quantise(tr)
+    tr, qt = bundled()
     for preset in ("paper", "tuned"):
-        cfg, _, _, heads = trace_rows(tr, qt, preset, buckets=B, row_entries=m.row_entries,
-                                      n_groups=12)
+        cfg, _, _, heads = trace_rows(tr, qt, preset, tb.cfg, n_groups=12)
         await tb.reset()
         res, perf = await _rows_cycles(tb, heads, cfg.th_r)
         meas = [(n, v, c) for n, v, c in res if c is not None]
@@ -95,7 +90,22 @@ async def bench(dut):
             "speedup_vs_sort": float(base.sum() / cyc.sum()),
             "entries_holding_80pct_of_mass": float(np.mean(conc)),
             "busy": perf["busy"]}
-    out = os.environ.get("WTU_BENCH_OUT")
+    out = os.environ.get("BENCH_OUT")
     if out:
         with open(out, "w") as f:
             json.dump(report, f, indent=1)
+
+
+def summary(r: dict) -> list[str]:
+    """The report in a few lines."""
+    lines = []
+    for n, x in r["synthetic_exp_rows"].items():
+        lines.append(f"rows of {n:>5}: {x['cycles_per_row']:8.1f} cycles/row "
+                     f"({x['buckets_visited']:.1f} buckets), full-sort baseline "
+                     f"{x['sort_baseline_cycles']}, {x['speedup_vs_sort']:.2f}x")
+    for k in ("trace_paper", "trace_tuned"):
+        x = r[k]
+        lines.append(f"{k}: {x['rows']} rows of {x['mean_entries']:.0f} entries, "
+                     f"{x['cycles_per_row']:.1f} cycles/row ({x['speedup_vs_sort']:.2f}x "
+                     f"sorting), {100 * x['buckets_visited_share']:.1f}% of buckets visited")
+    return lines
