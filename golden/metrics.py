@@ -47,8 +47,7 @@ def evaluate(trace: Trace, masks: dict, n_sink: int, *, qt: QuantTrace | None = 
         expu = None
         if int_methods:
             alpha = float(qt.scale_q[l] * qt.scale_k[l]) / math.sqrt(d)
-            expu = ExpUnit.from_alpha(alpha, cfg.exp_frac_bits, cfg.weight_bits,
-                                      cfg.score_bits + 1)
+            expu = ExpUnit.for_config(alpha, cfg)
         for s in range(1, S):
             a, b = int(bounds[s]), int(bounds[s + 1])
             if a <= n_sink:

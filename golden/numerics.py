@@ -103,13 +103,19 @@ class ExpUnit:
 
     beta_m: int
     beta_s: int
-    frac_bits: int = 8
-    weight_bits: int = 16
-    x_bits: int = 23
+    frac_bits: int
+    weight_bits: int
+    x_bits: int
 
     @classmethod
-    def from_alpha(cls, alpha: float, frac_bits: int = 8, weight_bits: int = 16,
-                   x_bits: int = 23) -> "ExpUnit":
+    def for_config(cls, alpha: float, cfg) -> "ExpUnit":
+        """The unit of a build (``cfg.exp_frac_bits``, ``cfg.weight_bits``; inputs are score
+        differences of ``cfg.score_bits + 1`` bits) for the scale ``alpha``."""
+        return cls.from_alpha(alpha, cfg.exp_frac_bits, cfg.weight_bits, cfg.score_bits + 1)
+
+    @classmethod
+    def from_alpha(cls, alpha: float, frac_bits: int, weight_bits: int,
+                   x_bits: int) -> "ExpUnit":
         if not (alpha > 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a positive finite number, not {alpha!r}")
         beta = alpha * math.log2(math.e)
@@ -258,8 +264,7 @@ def attention_float(q, k, v, mask, scale):
     return (e @ v.astype(np.float64)) / e.sum(axis=1, keepdims=True)
 
 
-def attention_int(q, k, v, mask, exp_unit: ExpUnit, out_frac_bits: int = 8,
-                  score_bits: int = 22):
+def attention_int(q, k, v, mask, exp_unit: ExpUnit, out_frac_bits: int, score_bits: int):
     """Integer light attention: int8 ``q [R, d]``, ``k, v [N, d]``, ``mask [R, N]``.
 
     ``s = q·k`` (int), ``p = exp_unit(s - max_row)`` (weight format), ``o = round_div(

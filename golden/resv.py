@@ -136,8 +136,7 @@ class ResvLayer:
             self.k_post = qt.k[layer]
             self.q = qt.q[layer]
             alpha = float(qt.scale_q[layer] * qt.scale_k[layer]) / math.sqrt(d)
-            self.exp = ExpUnit.from_alpha(alpha, cfg.exp_frac_bits, cfg.weight_bits,
-                                          cfg.score_bits + 1)
+            self.exp = ExpUnit.for_config(alpha, cfg)
             acc = np.int64
         else:
             self.k_hash = getattr(trace, src)[layer].astype(np.float64)

@@ -84,3 +84,27 @@ def wtu_rules(*, lanes, buckets, row_entries, score_bits, weight_bits, count_bit
     multiple_of(n("row_entries"), row_entries, n("lanes"), lanes)
     if score_bits < 2:
         raise ParameterError(f"{n('score_bits')} must be at least 2, not {score_bits!r}")
+
+
+def exp_rules(*, lanes, frac_bits, weight_bits, x_bits, names: dict | None = None) -> None:
+    """What the exponential unit accepts (``rtl.attn.exp.ExpUnit``)."""
+    n = _namer(names)
+    positive_int(n("lanes"), lanes)
+    int_range(n("frac_bits"), frac_bits, 1, 12)
+    int_range(n("weight_bits"), weight_bits, 4, 24)
+    int_range(n("x_bits"), x_bits, 2, 40)
+
+
+def array_rules(*, n, k_max, m_max, acc_bits, counter_bits, names: dict | None = None) -> None:
+    """What the systolic array accepts (``rtl.attn.array.SystolicArray``)."""
+    nm = _namer(names)
+    power_of_two(nm("n"), n)
+    if n > 64:
+        raise ParameterError(f"{nm('n')} must be at most 64, not {n!r}")
+    positive_int(nm("k_max"), k_max)
+    positive_int(nm("m_max"), m_max)
+    positive_int(nm("counter_bits"), counter_bits)
+    need = 16 + max(1, (k_max - 1).bit_length())
+    if not isinstance(acc_bits, int) or acc_bits < need:
+        raise ParameterError(f"{nm('acc_bits')} must be at least {need} for k_max {k_max} "
+                             f"(int8 products summed), not {acc_bits!r}")

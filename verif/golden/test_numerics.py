@@ -6,6 +6,9 @@ import pytest
 from golden.numerics import (ExpUnit, attention_float, attention_int, bucket_bounds, bucket_of,
                              hamming, hash_bits, hyperplanes, project, round_div, wicsum_bucket,
                              wicsum_exact)
+from vrex.config import Config
+
+CFG = Config()        # the default formats: exp_frac_bits 8, weight_bits 16, score_bits 22
 
 RNG = np.random.default_rng(1234)
 
@@ -54,7 +57,7 @@ def test_projection_of_extremes_fits():
 
 
 def test_exp_unit_hand_values():
-    e = ExpUnit.from_alpha(2.0 ** -8 / math.log2(math.e))       # β = 2**-8 exactly
+    e = ExpUnit.for_config(2.0 ** -8 / math.log2(math.e), CFG)       # β = 2**-8 exactly
     assert (e.beta_m, e.beta_s) == (1 << 15, 23)
     assert e(np.array([0, -128, -256, -512, -256 * 16])).tolist() == [32768, 23170, 16384, 8192, 0]
     assert len(e.table) == 256 and e.table[0] == 32768
@@ -62,16 +65,16 @@ def test_exp_unit_hand_values():
 
 def test_exp_unit_tracks_exp():
     for alpha in (1e-4, 3.7e-3, 0.05, 0.9):
-        e = ExpUnit.from_alpha(alpha)
+        e = ExpUnit.for_config(alpha, CFG)
         x = -np.unique(RNG.integers(0, int(12 / alpha), 5000))
         w = e(x) / 32768
         ref = np.exp(x * alpha)
         assert np.all(np.abs(w - ref) <= 0.004 * ref + 2.0 ** -15)
         assert np.all(np.diff(e(np.sort(x)[::-1])) <= 0)       # non-increasing as x falls
     with pytest.raises(ValueError, match="alpha must be a positive finite number"):
-        ExpUnit.from_alpha(0.0)
+        ExpUnit.for_config(0.0, CFG)
     with pytest.raises(ValueError, match="too large for the exp unit"):
-        ExpUnit.from_alpha(200.0)
+        ExpUnit.for_config(200.0, CFG)
 
 
 @pytest.mark.parametrize("B", [1, 2, 4, 8, 16, 32])
@@ -139,7 +142,7 @@ def test_wicsum_exact_tie_goes_to_lower_index():
 
 def _random_rows(R=40, C=60):
     s = RNG.integers(-5000, 5000, (R, C))
-    e = ExpUnit.from_alpha(2e-3)
+    e = ExpUnit.for_config(2e-3, CFG)
     w = e(s - s.max(axis=1, keepdims=True))
     n = RNG.integers(1, 40, (R, C))
     valid = RNG.random((R, C)) < 0.9
@@ -188,13 +191,13 @@ def test_attention_float_is_softmax():
 
 
 def test_attention_int_hand_case():
-    e = ExpUnit.from_alpha(0.01)
+    e = ExpUnit.for_config(0.01, CFG)
     q = np.array([[1, 0]], np.int8)
     k = np.zeros((2, 2), np.int8)
     v = np.array([[10, -3], [11, -4]], np.int8)
-    out = attention_int(q, k, v, np.ones((1, 2), bool), e)
+    out = attention_int(q, k, v, np.ones((1, 2), bool), e, 8, 22)
     assert out.tolist() == [[round(10.5 * 256), -round(3.5 * 256)]]     # halves away from 0
-    assert attention_int(q, k, v, np.zeros((1, 2), bool), e).tolist() == [[0, 0]]
+    assert attention_int(q, k, v, np.zeros((1, 2), bool), e, 8, 22).tolist() == [[0, 0]]
 
 
 def test_attention_int_tracks_float():
@@ -203,11 +206,11 @@ def test_attention_int_tracks_float():
     sq, sk, sv = (np.abs(x).max() / 127 for x in (qf, kf, vf))
     qi, ki, vi = (np.round(x / s).astype(np.int8) for x, s in ((qf, sq), (kf, sk), (vf, sv)))
     mask = RNG.random((20, 300)) < 0.5
-    e = ExpUnit.from_alpha(sq * sk / math.sqrt(d))
-    oi = attention_int(qi, ki, vi, mask, e) * sv / 256
+    e = ExpUnit.for_config(sq * sk / math.sqrt(d), CFG)
+    oi = attention_int(qi, ki, vi, mask, e, 8, 22) * sv / 256
     of = attention_float(qi * sq, ki * sk, vi * sv, mask, 1 / math.sqrt(d))
     cos = (oi * of).sum(1) / np.linalg.norm(oi, axis=1) / np.linalg.norm(of, axis=1)
     assert cos.min() > 0.999
     extreme = attention_int(np.full((1, d), -127, np.int8), np.full((4, d), -127, np.int8),
-                            np.full((4, d), -128, np.int8), np.ones((1, 4), bool), e)
+                            np.full((4, d), -128, np.int8), np.ones((1, 4), bool), e, 8, 22)
     assert (extreme == -128 * 256).all()

@@ -2,7 +2,7 @@
 import pytest
 
 from rtl import HashClusterUnit
-from verif.lib.runner import ROOT, failures, run_cocotb
+from verif.lib.runner import run_point
 from vrex.config import Config
 from vrex.emit import write_verilog
 
@@ -23,7 +23,4 @@ def test_emission_is_deterministic(tmp_path):
 
 @pytest.mark.parametrize("point", POINTS)
 def test_hcu_verilog(point):
-    build = ROOT / "build" / "sim" / "hcu" / point
-    results = run_cocotb("hcu", POINTS[point], test_module="verif.hcu.tb", build_dir=build)
-    if msg := failures(results, build):
-        pytest.fail(msg, pytrace=False)
+    run_point("hcu", point, POINTS[point])

@@ -75,3 +75,14 @@ def failures(results: dict, build_dir) -> str:
         return ""
     return (f"{len(bad)} of {len(results)} tests failed (log: {Path(build_dir) / 'sim.log'}):\n"
             + "\n".join(f"  {k}: {v}" for k, v in bad.items()))
+
+
+def run_point(block: str, point: str, cfg: Config) -> None:
+    """The Verilog tier of one build point: run ``verif.<block>.tb`` on the block built from
+    ``cfg`` in ``build/sim/<block>/<point>/``; fail the calling pytest test naming every
+    failed cocotb test."""
+    import pytest
+    build = ROOT / "build" / "sim" / block / point
+    results = run_cocotb(block, cfg, test_module=f"verif.{block}.tb", build_dir=build)
+    if msg := failures(results, build):
+        pytest.fail(msg, pytrace=False)

@@ -6,6 +6,7 @@ import numpy as np
 
 from golden.numerics import ExpUnit
 from golden.wtu import Row, wtu_beats, wtu_reference
+from vrex.config import Config
 
 
 def row_beats(row: Row, lanes: int, head_last: bool):
@@ -47,7 +48,7 @@ def random_rows(rng, n_rows, length, *, kind="exp", score_bits=22, count_max=40,
                 invalid=0.0):
     """Rows of one head: ``kind`` shapes the scores (flat, peaky, exp-like, uniform)."""
     rows = []
-    e = ExpUnit.from_alpha(2e-3)
+    e = ExpUnit.for_config(2e-3, Config())
     for _ in range(n_rows):
         n = int(length) if np.isscalar(length) else int(rng.integers(*length))
         if kind == "flat":

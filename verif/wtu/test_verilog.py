@@ -1,7 +1,7 @@
 """WTU, Verilog tier: emitted Verilog, Verilator lint, the cocotb testbench per build."""
 import pytest
 
-from verif.lib.runner import ROOT, failures, run_cocotb
+from verif.lib.runner import run_point
 from vrex.config import Config
 
 # lanes 4/16, buckets 8/16/32, score memories of 64 to 4096 entries
@@ -15,7 +15,4 @@ POINTS = {
 
 @pytest.mark.parametrize("point", POINTS)
 def test_wtu_verilog(point):
-    build = ROOT / "build" / "sim" / "wtu" / point
-    results = run_cocotb("wtu", POINTS[point], test_module="verif.wtu.tb", build_dir=build)
-    if msg := failures(results, build):
-        pytest.fail(msg, pytrace=False)
+    run_point("wtu", point, POINTS[point])
