@@ -85,6 +85,10 @@ class Config:
         (``None`` = one per layer).
     WTU
         ``wtu_lanes`` lanes; ``wtu_row_entries`` on-chip score-memory depth in entries.
+    Attention engine
+        ``attn_n`` cells per side of the systolic array (and lanes of its exp unit);
+        ``attn_k_max`` the longest reduction its accumulators hold; ``attn_acc_bits``
+        accumulator (and GEMM output) width.
     """
 
     # geometry
@@ -129,6 +133,10 @@ class Config:
     # WTU
     wtu_lanes: int = 16
     wtu_row_entries: int = 4096
+    # attention engine
+    attn_n: int = 8
+    attn_k_max: int = 4096
+    attn_acc_bits: int = 32
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -183,6 +191,8 @@ class Config:
         try:
             rules.hcu_rules(**self.block_params("hcu"), names=_HCU_NAMES)
             rules.wtu_rules(**self.block_params("wtu"), names=_WTU_NAMES)
+            rules.array_rules(**self.block_params("array"), names=_ARRAY_NAMES)
+            rules.exp_rules(**self.block_params("exp"), names=_EXP_NAMES)
         except rules.ParameterError as e:
             raise ConfigError(str(e)) from None
 
@@ -249,6 +259,12 @@ class Config:
                         row_entries=self.wtu_row_entries, score_bits=self.score_bits,
                         weight_bits=self.weight_bits, count_bits=self.count_bits,
                         th_r_frac_bits=self.th_r_frac_bits, counter_bits=self.counter_bits)
+        if block == "array":
+            return dict(n=self.attn_n, k_max=self.attn_k_max, acc_bits=self.attn_acc_bits,
+                        counter_bits=self.counter_bits)
+        if block == "exp":
+            return dict(lanes=self.attn_n, frac_bits=self.exp_frac_bits,
+                        weight_bits=self.weight_bits, x_bits=self.score_bits + 1)
         raise ConfigError(f"no block named {block!r}")
 
     def block_registers(self, block: str) -> dict:
@@ -258,6 +274,8 @@ class Config:
                     "age_limit": int(self.max_age is not None)}
         if block == "wtu":
             return {"th_r": self.th_r_fixed}
+        if block in ("array", "exp"):
+            return {}          # the exp unit's β comes per layer from the quantisation scales
         raise ConfigError(f"no block named {block!r}")
 
     # --- presets and transport ------------------------------------------------------------
@@ -328,9 +346,13 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "kv_layout": ("block_tokens", "near_blocks"),
     "hcu": ("hcu_lanes", "hcu_contexts"),
     "wtu": ("wtu_lanes", "wtu_row_entries"),
+    "attn": ("attn_n", "attn_k_max", "attn_acc_bits"),
 }
 
 # a block's parameter name -> the configuration field it comes from, where they differ
 _HCU_NAMES = {"lanes": "hcu_lanes", "layers": "hcu_contexts", "id_bits": "cluster_id_bits"}
 _WTU_NAMES = {"lanes": "wtu_lanes", "row_entries": "wtu_row_entries",
               "score_bits": "score_bits (from head_dim)"}
+_ARRAY_NAMES = {"n": "attn_n", "k_max": "attn_k_max", "acc_bits": "attn_acc_bits"}
+_EXP_NAMES = {"lanes": "attn_n", "frac_bits": "exp_frac_bits",
+              "x_bits": "score_bits + 1 (from head_dim)"}

@@ -95,14 +95,13 @@ def exp_rules(*, lanes, frac_bits, weight_bits, x_bits, names: dict | None = Non
     int_range(n("x_bits"), x_bits, 2, 40)
 
 
-def array_rules(*, n, k_max, m_max, acc_bits, counter_bits, names: dict | None = None) -> None:
+def array_rules(*, n, k_max, acc_bits, counter_bits, names: dict | None = None) -> None:
     """What the systolic array accepts (``rtl.attn.array.SystolicArray``)."""
     nm = _namer(names)
     power_of_two(nm("n"), n)
     if n > 64:
         raise ParameterError(f"{nm('n')} must be at most 64, not {n!r}")
     positive_int(nm("k_max"), k_max)
-    positive_int(nm("m_max"), m_max)
     positive_int(nm("counter_bits"), counter_bits)
     need = 16 + max(1, (k_max - 1).bit_length())
     if not isinstance(acc_bits, int) or acc_bits < need:

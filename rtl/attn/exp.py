@@ -49,8 +49,7 @@ class ExpUnit(wiring.Component):
 
     @classmethod
     def from_config(cls, cfg, **kw) -> "ExpUnit":
-        return cls(lanes=cfg.attn_n, frac_bits=cfg.exp_frac_bits, weight_bits=cfg.weight_bits,
-                   x_bits=cfg.score_bits + 1, **kw)
+        return cls(**cfg.block_params("exp"), **kw)
 
     lanes = property(lambda self: self._lanes)
     frac_bits = property(lambda self: self._frac_bits)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from amaranth.sim import Simulator
 
 from .counters import read_sim
+from .payload import pack, unpack
 from .pauses import crossing
 
 __all__ = ["run_streams"]
@@ -31,13 +32,12 @@ def run_streams(dut, beats, n_out: int, *, regs=(), cross: str = "none", seed: i
                 ctx.set(dut.i.valid, 0)
                 await ctx.tick()
             ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, b)
+            ctx.set(dut.i.payload.as_value(), pack(dut.i.payload.shape(), b))
             await ctx.tick().until(dut.i.ready)
         ctx.set(dut.i.valid, 0)
 
     def beat_of(ctx):
-        p = ctx.get(dut.o.payload)
-        return {name: int(getattr(p, name)) for name, _ in dut.out_layout}
+        return unpack(dut.out_layout, ctx.get(dut.o.payload.as_value()))
 
     async def monitor(ctx):
         cycle = 0

@@ -7,14 +7,12 @@ their own pause generators) to ``self.axi`` in its own testbench.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Shape
-from amaranth.lib import data
-
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from .counters import read_cocotb, unpack
+from .counters import read_cocotb
+from .payload import pack, unpack
 from .pauses import crossing, no_pause
 from .runner import tb_config
 
@@ -25,17 +23,6 @@ def named(values):
     """Values for ``cocotb.parametrize`` that name each generated test by the value itself
     (cocotb names strings longer than 10 characters by their index)."""
     return [cocotb.Param(value=v, name=str(v)) for v in values]
-
-
-def pack(layout, value) -> int:
-    """Pack a dict (struct), a list (array) or an int into the layout's bits, recursively."""
-    if isinstance(layout, data.Layout):
-        word = 0
-        for key, field in layout:
-            sub = value.get(key, 0) if isinstance(value, dict) else value[key]
-            word |= pack(field.shape, sub) << field.offset
-        return word
-    return int(value) & ((1 << Shape.cast(layout).width) - 1)
 
 
 class _StreamPort:

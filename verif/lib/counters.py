@@ -1,12 +1,9 @@
 """Reading a block's performance counters (its ``perf`` struct port) in either tier."""
 from __future__ import annotations
 
-__all__ = ["unpack", "read_cocotb", "read_sim"]
+from .payload import unpack
 
-
-def unpack(layout, word: int) -> dict:
-    """A flat struct layout's fields from its packed value."""
-    return {name: (word >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
+__all__ = ["read_cocotb", "read_sim"]
 
 
 def read_cocotb(dut, layout, port: str = "perf") -> dict:
@@ -15,6 +12,8 @@ def read_cocotb(dut, layout, port: str = "perf") -> dict:
 
 
 def read_sim(ctx, dut, port: str = "perf") -> dict:
-    """The counters from the Amaranth simulator."""
+    """The counters from the Amaranth simulator (none for a block without them)."""
+    if not hasattr(dut, port):
+        return {}
     v = ctx.get(getattr(dut, port))
     return {name: int(getattr(v, name)) for name, _ in dut.perf_layout}

@@ -1,0 +1,44 @@
+"""Block-level golden model of the attention engine's parts (docs/numerics.md §4, §6, §7,
+§10): the GEMM tiles of the systolic array and the exponential unit.
+
+The array computes ``C = A·Bᵀ`` of int8 matrices exactly (int64 here; the RTL's accumulators
+are ``attn_acc_bits`` wide, enough for ``attn_k_max`` products), one n x n output tile at a
+time: tile (i, j) is rows ``i·n ..`` of A against rows ``j·n ..`` of B, zero-padded past the
+edges, emitted row by row. The exp unit is :class:`golden.numerics.ExpUnit`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .numerics import ExpUnit
+
+__all__ = ["gemm", "gemm_tiles", "ExpUnit", "exp_registers"]
+
+
+def gemm(a, b) -> np.ndarray:
+    """``A·Bᵀ`` of int8 ``a [M, K]`` and ``b [L, K]``, exact, int64 ``[M, L]``."""
+    return np.asarray(a, np.int64) @ np.asarray(b, np.int64).T
+
+
+def _pad(x, rows: int) -> np.ndarray:
+    out = np.zeros((rows, x.shape[1]), np.int64)
+    out[:len(x)] = x
+    return out
+
+
+def gemm_tiles(a, b, n: int):
+    """The tiles of ``A·Bᵀ`` in the order a tile sequencer runs them (row tiles outer, column
+    tiles inner): a list of ``(i, j, a_tile [n, K], b_tile [n, K], c_tile [n, n])``."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    out = []
+    for i in range(0, max(len(a), 1), n):
+        for j in range(0, max(len(b), 1), n):
+            at, bt = _pad(a[i:i + n], n), _pad(b[j:j + n], n)
+            out.append((i // n, j // n, at, bt, at @ bt.T))
+    return out
+
+
+def exp_registers(unit: ExpUnit) -> dict:
+    """The exp unit's run-time registers for a golden unit: ``beta_m`` and ``beta_shift =
+    beta_s - frac_bits``."""
+    return {"beta_m": unit.beta_m, "beta_shift": unit.beta_s - unit.frac_bits}
