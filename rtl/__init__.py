@@ -1,17 +1,48 @@
 """The hardware, and nothing else: Amaranth components grouped by block.
 
-``rtl/lib/`` holds the pieces blocks share; ``rtl/dre/`` the retrieval engine's HCU and WTU.
-:data:`BLOCKS` is the one registry of top-level blocks: emission, lint, synthesis, benches
-and the registry test iterate it. Every block class has ``from_config(cfg)``.
+``rtl/lib/`` holds the pieces blocks share; ``rtl/dre/`` the retrieval engine's HCU and WTU;
+``rtl/attn/`` the attention engine's parts. :data:`BLOCKS` is the one registry of
+synthesisable blocks: emission, lint, synthesis, benches, the demo and the registry test
+iterate it.
 """
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .attn.array import SystolicArray
+from .attn.exp import ExpUnit
 from .dre.hcu import HashClusterUnit
 from .dre.wtu import WicsumThresholdUnit
 
-__all__ = ["BLOCKS", "HashClusterUnit", "WicsumThresholdUnit"]
+__all__ = ["BLOCKS", "Block", "HashClusterUnit", "WicsumThresholdUnit", "SystolicArray",
+           "ExpUnit"]
 
-# block name -> component class; the name keys the block's Config section, its folders
-# (golden/<name>.py, verif/<name>/) and its Verilog (<name>.v)
+
+@dataclass(frozen=True)
+class Block:
+    """A registered block: its component class and its group. The group names the block's
+    Config section, its golden model (``golden/<group>.py``), its verification folder
+    (``verif/<group>/``) and its docs page (``docs/<group>.md``); a group of several blocks
+    names their testbenches ``tb_<part>.py`` and benches ``bench_<part>.py``, where the block
+    is named ``<group>_<part>``."""
+    cls: type
+    group: str
+
+    def from_config(self, cfg):
+        return self.cls.from_config(cfg)
+
+    def verif_module(self, name: str, role: str) -> str:
+        """``verif.<group>.<role>`` (or ``<role>_<part>`` in a group of several blocks)."""
+        if name == self.group:
+            return f"verif.{self.group}.{role}"
+        return f"verif.{self.group}.{role}_{name.removeprefix(self.group + '_')}"
+
+
+# block name -> Block; the name is the block's Verilog module (<name>.v; not a C++ header's
+# name such as `array`: Verilator's model build would include its executable)
 BLOCKS = {
-    "hcu": HashClusterUnit,
-    "wtu": WicsumThresholdUnit,
+    "hcu": Block(HashClusterUnit, "hcu"),
+    "wtu": Block(WicsumThresholdUnit, "wtu"),
+    "attn_array": Block(SystolicArray, "attn"),
+    "attn_exp": Block(ExpUnit, "attn"),
 }

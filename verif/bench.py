@@ -1,6 +1,7 @@
 """``make bench`` for the RTL blocks: each registered block's cocotb benchmark under Verilator.
 
-For every block of :data:`rtl.BLOCKS` that has a ``verif/<block>/bench.py``, builds the block
+For every block of :data:`rtl.BLOCKS` that has a bench (``verif/<group>/bench.py``, or
+``bench_<block>.py`` in a group of several), builds the block
 from the Config (``--config``, default: the paper preset), runs the benchmark and writes
 ``build/bench/<block>.json`` (the block's own counters and derived figures, with the
 Config it measured). Tool logs go to ``build/sim/<block>_bench/``.
@@ -20,9 +21,14 @@ from vrex.emit import load_config
 __all__ = ["bench_block", "benched_blocks", "main"]
 
 
+def _bench_module(name: str) -> str:
+    from rtl import BLOCKS
+    return BLOCKS[name].verif_module(name, "bench")
+
+
 def benched_blocks() -> list[str]:
     from rtl import BLOCKS
-    return [b for b in BLOCKS if importlib.util.find_spec(f"verif.{b}.bench") is not None]
+    return [b for b in BLOCKS if importlib.util.find_spec(_bench_module(b)) is not None]
 
 
 def bench_block(name: str, cfg, out_dir: Path) -> dict:
@@ -30,7 +36,7 @@ def bench_block(name: str, cfg, out_dir: Path) -> dict:
     out = (Path(out_dir) / f"{name}.json").resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     build = ROOT / "build" / "sim" / f"{name}_bench"
-    results = run_cocotb(name, cfg, test_module=f"verif.{name}.bench", build_dir=build,
+    results = run_cocotb(name, cfg, test_module=_bench_module(name), build_dir=build,
                          extra_env={"BENCH_OUT": str(out)}, check_lint=False)
     if msg := failures(results, build):
         raise RuntimeError(f"the {name} benchmark failed: {msg}")
@@ -38,7 +44,7 @@ def bench_block(name: str, cfg, out_dir: Path) -> dict:
 
 
 def summary(name: str, report: dict) -> list[str]:
-    return importlib.import_module(f"verif.{name}.bench").summary(report)
+    return importlib.import_module(_bench_module(name)).summary(report)
 
 
 def main(argv=None) -> int:

@@ -191,8 +191,8 @@ class Config:
         try:
             rules.hcu_rules(**self.block_params("hcu"), names=_HCU_NAMES)
             rules.wtu_rules(**self.block_params("wtu"), names=_WTU_NAMES)
-            rules.array_rules(**self.block_params("array"), names=_ARRAY_NAMES)
-            rules.exp_rules(**self.block_params("exp"), names=_EXP_NAMES)
+            rules.array_rules(**self.block_params("attn_array"), names=_ARRAY_NAMES)
+            rules.exp_rules(**self.block_params("attn_exp"), names=_EXP_NAMES)
         except rules.ParameterError as e:
             raise ConfigError(str(e)) from None
 
@@ -259,10 +259,10 @@ class Config:
                         row_entries=self.wtu_row_entries, score_bits=self.score_bits,
                         weight_bits=self.weight_bits, count_bits=self.count_bits,
                         th_r_frac_bits=self.th_r_frac_bits, counter_bits=self.counter_bits)
-        if block == "array":
+        if block == "attn_array":
             return dict(n=self.attn_n, k_max=self.attn_k_max, acc_bits=self.attn_acc_bits,
                         counter_bits=self.counter_bits)
-        if block == "exp":
+        if block == "attn_exp":
             return dict(lanes=self.attn_n, frac_bits=self.exp_frac_bits,
                         weight_bits=self.weight_bits, x_bits=self.score_bits + 1)
         raise ConfigError(f"no block named {block!r}")
@@ -274,7 +274,7 @@ class Config:
                     "age_limit": int(self.max_age is not None)}
         if block == "wtu":
             return {"th_r": self.th_r_fixed}
-        if block in ("array", "exp"):
+        if block in ("attn_array", "attn_exp"):
             return {}          # the exp unit's β comes per layer from the quantisation scales
         raise ConfigError(f"no block named {block!r}")
 

@@ -70,7 +70,7 @@ class SystolicArray(wiring.Component):
 
     @classmethod
     def from_config(cls, cfg) -> "SystolicArray":
-        return cls(**cfg.block_params("array"))
+        return cls(**cfg.block_params("attn_array"))
 
     n = property(lambda self: self._n)
     acc_bits = property(lambda self: self._acc_bits)

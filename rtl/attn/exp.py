@@ -49,7 +49,7 @@ class ExpUnit(wiring.Component):
 
     @classmethod
     def from_config(cls, cfg, **kw) -> "ExpUnit":
-        return cls(**cfg.block_params("exp"), **kw)
+        return cls(**cfg.block_params("attn_exp"), **kw)
 
     lanes = property(lambda self: self._lanes)
     frac_bits = property(lambda self: self._frac_bits)

@@ -44,3 +44,21 @@ def random_int8(rng, shape, kind="uniform"):
 def gemm_case(rng, m, k, l, n, kind="uniform"):
     a, b = random_int8(rng, (m, k), kind), random_int8(rng, (l, k), kind)
     return gemm_tiles(a, b, n)
+
+
+def trace_hash_case(n_tokens: int, n: int):
+    """The bundled trace's layer-0 hash projection as a GEMM (``paper`` preset: post-RoPE keys
+    of all KV heads concatenated, against the layer's hyperplanes), its tiles, the golden
+    ReSV run's hashes of those tokens and their sink mask. Returns ``(tiles, keys, hp,
+    hashes, clustered)``."""
+    from golden.numerics import hyperplanes
+    from golden.resv import run_resv
+    from verif.lib.traces import bundled
+    from vrex.config import Config
+    tr, qt = bundled()
+    cfg = Config.from_preset("paper", **tr.geometry())
+    run = run_resv(tr, qt, cfg, [cfg.th_r])
+    keys = np.transpose(qt.k[0], (1, 0, 2)).reshape(tr.n_tokens, -1)[:n_tokens]
+    hp = hyperplanes(cfg.hp_seed, 0, 0, cfg.n_hp, cfg.hash_dim)
+    clustered = run.cluster_of[0, 0, :n_tokens] >= 0
+    return gemm_tiles(keys, hp, n), keys, hp, run.hashes[0, 0, :n_tokens], clustered

@@ -81,7 +81,7 @@ def test_back_to_back_tiles_take_one_beat_a_cycle():
 ])
 def test_array_bad_parameters(kw, msg):
     with pytest.raises(ParameterError) as e:
-        SystolicArray(**{**Config().block_params("array"), **kw})
+        SystolicArray(**{**Config().block_params("attn_array"), **kw})
     assert str(e.value) == msg
 
 

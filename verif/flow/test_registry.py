@@ -15,11 +15,15 @@ from vrex.emit import lint, write_verilog
 @pytest.mark.parametrize("block", BLOCKS)
 def test_block_has_every_role(block):
     """Adding a block is one folder per role plus one registry line (docs/adding-a-block.md)."""
-    assert (ROOT / "golden" / f"{block}.py").exists(), f"golden/{block}.py: its block model"
-    for f in ("__init__.py", "model.py", "tb.py", "test_sim.py", "test_verilog.py"):
-        assert (ROOT / "verif" / block / f).exists(), f"verif/{block}/{f}"
-    assert block in SECTIONS, f"the Config has no section {block!r}"
-    assert (ROOT / "docs" / f"{block}.md").exists(), f"docs/{block}.md: its page"
+    b = BLOCKS[block]
+    g = b.group
+    assert (ROOT / "golden" / f"{g}.py").exists(), f"golden/{g}.py: its block model"
+    for f in ("__init__.py", "model.py", "test_sim.py", "test_verilog.py"):
+        assert (ROOT / "verif" / g / f).exists(), f"verif/{g}/{f}"
+    tb = b.verif_module(block, "tb").split(".")[-1]
+    assert (ROOT / "verif" / g / f"{tb}.py").exists(), f"verif/{g}/{tb}.py"
+    assert g in SECTIONS, f"the Config has no section {g!r}"
+    assert (ROOT / "docs" / f"{g}.md").exists(), f"docs/{g}.md: its page"
     cfg = Config()
     assert BLOCKS[block].from_config(cfg) is not None
     cfg.block_registers(block)

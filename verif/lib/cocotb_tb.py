@@ -10,13 +10,16 @@ from __future__ import annotations
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.utils import get_sim_time
 
 from .counters import read_cocotb
 from .payload import pack, unpack
 from .pauses import crossing, no_pause
 from .runner import tb_config
 
-__all__ = ["pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB"]
+__all__ = ["pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "CLOCK_NS"]
+
+CLOCK_NS = 10
 
 
 def named(values):
@@ -33,7 +36,11 @@ class _StreamPort:
         self.payload = getattr(dut, f"{prefix}__payload")
         self.layout, self.clk = layout, clk
         self.pauses = no_pause()
-        self.cycles = []
+        self.cycles = []            # per transfer: cycles since the call that made it
+        self.stamps = []            # per transfer: the absolute cycle (kept across calls)
+
+    def _stamp(self):
+        self.stamps.append(int(get_sim_time(unit="ns")) // CLOCK_NS)
 
 
 class StreamSource(_StreamPort):
@@ -58,9 +65,10 @@ class StreamSource(_StreamPort):
             while True:
                 await ReadOnly()
                 fire = int(self.ready.value) == 1
-                await RisingEdge(self.clk)
                 if fire:
                     self.cycles.append(cycle)
+                    self._stamp()
+                await RisingEdge(self.clk)
                 cycle += 1
                 if fire:
                     break
@@ -89,6 +97,7 @@ class StreamSink(_StreamPort):
                 beat = unpack(self.layout, int(self.payload.value))
                 got.append(beat)
                 self.cycles.append(cycle)
+                self._stamp()
                 idle = 0
                 if until_last is not None and bool(beat[until_last]) != (len(got) == n):
                     raise AssertionError(
@@ -142,7 +151,7 @@ class BlockTB:
             getattr(self.dut, name).value = int(v)
 
     async def start(self):
-        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
+        cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
         await self.reset()
 
     async def reset(self, cycles=2):

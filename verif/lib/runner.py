@@ -78,11 +78,14 @@ def failures(results: dict, build_dir) -> str:
 
 
 def run_point(block: str, point: str, cfg: Config) -> None:
-    """The Verilog tier of one build point: run ``verif.<block>.tb`` on the block built from
-    ``cfg`` in ``build/sim/<block>/<point>/``; fail the calling pytest test naming every
-    failed cocotb test."""
+    """The Verilog tier of one build point: run the block's testbench (``verif.<group>.tb``,
+    or ``tb_<block>`` in a group of several) on the block built from ``cfg`` in
+    ``build/sim/<block>/<point>/``; fail the calling pytest test naming every failed cocotb
+    test."""
     import pytest
+    from rtl import BLOCKS
     build = ROOT / "build" / "sim" / block / point
-    results = run_cocotb(block, cfg, test_module=f"verif.{block}.tb", build_dir=build)
+    results = run_cocotb(block, cfg, test_module=BLOCKS[block].verif_module(block, "tb"),
+                         build_dir=build)
     if msg := failures(results, build):
         pytest.fail(msg, pytrace=False)

@@ -1,0 +1,21 @@
+"""Attention engine, Verilog tier: the systolic array and the exp unit, emitted, linted and
+run under cocotb + Verilator per build point."""
+import pytest
+
+from verif.lib.runner import run_point
+from vrex.config import Config
+
+# the array at n = 4, 8 (the FPGA default) and 16; n = 32 elaborates (test_sim)
+ARRAY_POINTS = {"n4": Config(attn_n=4), "n8": Config(), "n16": Config(attn_n=16)}
+# the exp unit at the default formats, and at a narrower table and weight
+EXP_POINTS = {"default": Config(), "f6_w12": Config(exp_frac_bits=6, weight_bits=12)}
+
+
+@pytest.mark.parametrize("point", ARRAY_POINTS)
+def test_array_verilog(point):
+    run_point("attn_array", point, ARRAY_POINTS[point])
+
+
+@pytest.mark.parametrize("point", EXP_POINTS)
+def test_exp_verilog(point):
+    run_point("attn_exp", point, EXP_POINTS[point])
