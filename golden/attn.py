@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import ExpUnit
+from .numerics import ExpUnit, hash_bits, project
 
-__all__ = ["gemm", "gemm_tiles", "ExpUnit", "exp_registers"]
+__all__ = ["gemm", "gemm_tiles", "gemm_rows", "hash_words", "ExpUnit", "exp_registers"]
 
 
 def gemm(a, b) -> np.ndarray:
@@ -36,6 +36,29 @@ def gemm_tiles(a, b, n: int):
             at, bt = _pad(a[i:i + n], n), _pad(b[j:j + n], n)
             out.append((i // n, j // n, at, bt, at @ bt.T))
     return out
+
+
+def gemm_rows(a, b, n: int) -> list[dict]:
+    """The engine's ``o_gemm`` beats for ``A·Bᵀ``: per row tile (outer) and column tile, the
+    tile's real rows, each ``c[n]`` (zero past B's last row) with its row and first column;
+    ``last`` on the final beat."""
+    c = gemm(a, b)
+    M, L = c.shape
+    beats = []
+    for i in range(0, M, n):
+        for j in range(0, L, n):
+            for r in range(i, min(i + n, M)):
+                row = np.zeros(n, np.int64)
+                row[:min(n, L - j)] = c[r, j:j + n]
+                beats.append({"c": [int(v) for v in row], "row": r, "col": j, "last": 0})
+    beats[-1]["last"] = 1
+    return beats
+
+
+def hash_words(keys, hp, bias=None) -> np.ndarray:
+    """The hash word of every key: bit j set when ``keys · hp[j] > bias[j]``
+    (:func:`golden.numerics.hash_bits` of :func:`golden.numerics.project`)."""
+    return hash_bits(project(np.asarray(keys, np.int64), np.asarray(hp)), bias)
 
 
 def exp_registers(unit: ExpUnit) -> dict:

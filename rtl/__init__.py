@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .attn.array import SystolicArray
+from .attn.engine import AttentionEngine
 from .attn.exp import ExpUnit
 from .dre.hcu import HashClusterUnit
 from .dre.wtu import WicsumThresholdUnit
 
-__all__ = ["BLOCKS", "Block", "HashClusterUnit", "WicsumThresholdUnit", "SystolicArray",
-           "ExpUnit"]
+__all__ = ["BLOCKS", "Block", "HashClusterUnit", "WicsumThresholdUnit", "AttentionEngine",
+           "SystolicArray", "ExpUnit"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Block:
 BLOCKS = {
     "hcu": Block(HashClusterUnit, "hcu"),
     "wtu": Block(WicsumThresholdUnit, "wtu"),
+    "attn": Block(AttentionEngine, "attn"),
     "attn_array": Block(SystolicArray, "attn"),
     "attn_exp": Block(ExpUnit, "attn"),
 }

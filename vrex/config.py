@@ -88,7 +88,8 @@ class Config:
     Attention engine
         ``attn_n`` cells per side of the systolic array (and lanes of its exp unit);
         ``attn_k_max`` the longest reduction its accumulators hold; ``attn_acc_bits``
-        accumulator (and GEMM output) width.
+        accumulator (and GEMM output) width; ``attn_k_buf`` the longest operand row its
+        buffers hold; ``attn_b_rows`` the rows of the B operand held (hyperplanes, keys).
     """
 
     # geometry
@@ -137,6 +138,8 @@ class Config:
     attn_n: int = 8
     attn_k_max: int = 4096
     attn_acc_bits: int = 32
+    attn_k_buf: int = 256
+    attn_b_rows: int = 256
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -193,6 +196,7 @@ class Config:
             rules.wtu_rules(**self.block_params("wtu"), names=_WTU_NAMES)
             rules.array_rules(**self.block_params("attn_array"), names=_ARRAY_NAMES)
             rules.exp_rules(**self.block_params("attn_exp"), names=_EXP_NAMES)
+            rules.engine_rules(**self.block_params("attn"), names=_ENGINE_NAMES)
         except rules.ParameterError as e:
             raise ConfigError(str(e)) from None
 
@@ -259,6 +263,11 @@ class Config:
                         row_entries=self.wtu_row_entries, score_bits=self.score_bits,
                         weight_bits=self.weight_bits, count_bits=self.count_bits,
                         th_r_frac_bits=self.th_r_frac_bits, counter_bits=self.counter_bits)
+        if block == "attn":
+            return dict(n=self.attn_n, k_max=self.attn_k_max, acc_bits=self.attn_acc_bits,
+                        k_buf=self.attn_k_buf, b_rows=self.attn_b_rows, n_hp=self.n_hp,
+                        layers=self.contexts, step_bits=self.step_bits,
+                        counter_bits=self.counter_bits)
         if block == "attn_array":
             return dict(n=self.attn_n, k_max=self.attn_k_max, acc_bits=self.attn_acc_bits,
                         counter_bits=self.counter_bits)
@@ -274,7 +283,7 @@ class Config:
                     "age_limit": int(self.max_age is not None)}
         if block == "wtu":
             return {"th_r": self.th_r_fixed}
-        if block in ("attn_array", "attn_exp"):
+        if block in ("attn", "attn_array", "attn_exp"):
             return {}          # the exp unit's β comes per layer from the quantisation scales
         raise ConfigError(f"no block named {block!r}")
 
@@ -346,7 +355,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "kv_layout": ("block_tokens", "near_blocks"),
     "hcu": ("hcu_lanes", "hcu_contexts"),
     "wtu": ("wtu_lanes", "wtu_row_entries"),
-    "attn": ("attn_n", "attn_k_max", "attn_acc_bits"),
+    "attn": ("attn_n", "attn_k_max", "attn_acc_bits", "attn_k_buf", "attn_b_rows"),
 }
 
 # a block's parameter name -> the configuration field it comes from, where they differ
@@ -354,5 +363,7 @@ _HCU_NAMES = {"lanes": "hcu_lanes", "layers": "hcu_contexts", "id_bits": "cluste
 _WTU_NAMES = {"lanes": "wtu_lanes", "row_entries": "wtu_row_entries",
               "score_bits": "score_bits (from head_dim)"}
 _ARRAY_NAMES = {"n": "attn_n", "k_max": "attn_k_max", "acc_bits": "attn_acc_bits"}
+_ENGINE_NAMES = {**_ARRAY_NAMES, "k_buf": "attn_k_buf", "b_rows": "attn_b_rows",
+                 "layers": "hcu_contexts"}
 _EXP_NAMES = {"lanes": "attn_n", "frac_bits": "exp_frac_bits",
               "x_bits": "score_bits + 1 (from head_dim)"}

@@ -107,3 +107,21 @@ def array_rules(*, n, k_max, acc_bits, counter_bits, names: dict | None = None) 
     if not isinstance(acc_bits, int) or acc_bits < need:
         raise ParameterError(f"{nm('acc_bits')} must be at least {need} for k_max {k_max} "
                              f"(int8 products summed), not {acc_bits!r}")
+
+
+def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, counter_bits,
+                 names: dict | None = None) -> None:
+    """What the attention engine accepts (``rtl.attn.engine.AttentionEngine``)."""
+    nm = _namer(names)
+    array_rules(n=n, k_max=k_max, acc_bits=acc_bits, counter_bits=counter_bits, names=names)
+    for key, v in (("k_buf", k_buf), ("b_rows", b_rows), ("n_hp", n_hp), ("layers", layers),
+                   ("step_bits", step_bits)):
+        positive_int(nm(key), v)
+    multiple_of(nm("k_buf"), k_buf, nm("n"), n)
+    multiple_of(nm("b_rows"), b_rows, nm("n"), n)
+    if k_buf > k_max:
+        raise ParameterError(f"{nm('k_buf')} must be at most {nm('k_max')} ({k_max}), "
+                             f"not {k_buf!r}")
+    if n_hp > b_rows:
+        raise ParameterError(f"{nm('n_hp')} must be at most {nm('b_rows')} ({b_rows}), "
+                             f"not {n_hp!r}")

@@ -62,3 +62,59 @@ def trace_hash_case(n_tokens: int, n: int):
     hp = hyperplanes(cfg.hp_seed, 0, 0, cfg.n_hp, cfg.hash_dim)
     clustered = run.cluster_of[0, 0, :n_tokens] >= 0
     return gemm_tiles(keys, hp, n), keys, hp, run.hashes[0, 0, :n_tokens], clustered
+
+
+# --- the engine's commands -------------------------------------------------------------------
+
+def chunks(mat, n: int) -> list[dict]:
+    """A matrix's rows as the engine's operand beats: ``ceil(k / n)`` chunks of n int8 a row,
+    the last zero-padded."""
+    mat = np.asarray(mat, np.int64)
+    k = mat.shape[1]
+    kc = -(-k // n)
+    padded = np.zeros((mat.shape[0], kc * n), np.int64)
+    padded[:, :k] = mat
+    return [{"data": [int(v) for v in padded[r, c * n:(c + 1) * n]]}
+            for r in range(mat.shape[0]) for c in range(kc)]
+
+
+def empty_ports():
+    return {"cmd": [], "a": [], "b": [], "bias": []}
+
+
+def gemm_command(ports: dict, a, b, n: int) -> list[dict]:
+    """Append a GEMM command's beats to ``ports``; return its ``o_gemm`` beats."""
+    from golden.attn import gemm_rows
+    a, b = np.asarray(a), np.asarray(b)
+    ports["cmd"].append({"kind": 0, "m": a.shape[0], "k": a.shape[1], "l": b.shape[0]})
+    ports["b"] += chunks(b, n)
+    ports["a"] += chunks(a, n)
+    return gemm_rows(a, b, n)
+
+
+def hash_command(ports: dict, keys, hp, bias, n: int, layer: int = 0, step: int = 0):
+    """Append a hash command's beats to ``ports``; return its ``o_hash`` beats."""
+    from golden.attn import hash_words
+    keys, hp = np.asarray(keys), np.asarray(hp)
+    n_hp = hp.shape[0]
+    b = np.zeros(-(-n_hp // n) * n, np.int64) if bias is None else np.asarray(bias, np.int64)
+    b = np.concatenate([b, np.zeros(-len(b) % n, np.int64)])
+    ports["cmd"].append({"kind": 1, "m": keys.shape[0], "k": keys.shape[1], "l": n_hp,
+                         "layer": layer, "step": step})
+    ports["bias"] += [{"data": [int(v) for v in b[i:i + n]]} for i in range(0, len(b), n)]
+    ports["b"] += chunks(hp, n)
+    ports["a"] += chunks(keys, n)
+    words = hash_words(keys, hp, None if bias is None else np.asarray(bias, np.int64))
+    T = len(words)
+    return [{"hash": int(w), "layer": layer, "step": step, "first": int(t == 0),
+             "last": int(t == T - 1)} for t, w in enumerate(words)]
+
+
+def bad_command(ports: dict, kind, m, k, l, n: int):
+    """Append a command the engine must refuse, with the operand beats its sizes imply."""
+    kc = -(-k // n)
+    ports["cmd"].append({"kind": kind, "m": m, "k": k, "l": l})
+    if kind == 1:
+        ports["bias"] += [{"data": [0] * n}] * (-(-l // n))
+    ports["b"] += [{"data": [1] * n}] * (l * kc)
+    ports["a"] += [{"data": [1] * n}] * (m * kc)

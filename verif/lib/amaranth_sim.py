@@ -1,74 +1,111 @@
-"""Amaranth-simulator side of the testbench library (the fast tier of every block): a driver
-and a monitor on the block's ``i`` and ``o`` streams, paused by the same generators as the
-cocotb tier, and the block's counters at the end."""
+"""Amaranth-simulator side of the testbench library (the fast tier of every block): drivers
+and monitors on a block's named streams, paused by the same generators as the cocotb tier,
+and the block's counters at the end."""
 from __future__ import annotations
 
 from amaranth.sim import Simulator
 
 from .counters import read_sim
-from .payload import pack, unpack
 from .pauses import crossing
+from .payload import pack, unpack
 
-__all__ = ["run_streams"]
+__all__ = ["run_ports", "run_streams"]
 
 
-def run_streams(dut, beats, n_out: int, *, regs=(), cross: str = "none", seed: int = 0,
-                max_cycles: int = 2_000_000, quiet: int = 8, read: dict | None = None,
-                last: str | None = None):
-    """Send ``beats`` on ``dut.i`` and take ``n_out`` beats from ``dut.o`` under the named
-    crossing (:data:`verif.lib.pauses.CROSSINGS`), then watch ``o`` for ``quiet`` more cycles
-    with ``ready`` high: an extra beat fails. With ``last`` (a payload field), a beat with it
-    set before beat ``n_out``, or beat ``n_out`` without it, fails at once. ``regs``: (signal,
-    value) pairs set first; ``read``: name -> signal read at the end into the counters.
-    Returns ``(outputs, cycle of each output transfer, counters)``."""
-    src_pauses, snk_pauses = crossing(cross, seed)
-    got, when, perf = [], [], {}
+def run_ports(dut, sources: dict, sinks: dict, *, regs=(), cross: str = "none", seed: int = 0,
+              max_cycles: int = 2_000_000, quiet: int = 8, read: dict | None = None,
+              last: dict | None = None):
+    """Drive each named source stream of ``dut`` with its beats and take the given number of
+    beats from each named sink, every port paused by the named crossing
+    (:data:`verif.lib.pauses.CROSSINGS`, seeded per port); then watch every sink for
+    ``quiet`` more cycles with ``ready`` high: an extra beat fails. ``last``: sink -> payload
+    field that must be set on that sink's final beat only (checked as beats arrive).
+    ``regs``: (signal, value) pairs set first; ``read``: name -> signal read at the end.
+    Returns ``(beats by sink, cycle of each transfer by sink, counters)``."""
+    got = {p: [] for p in sinks}
+    when = {p: [] for p in sinks}
+    perf = {}
+    last = last or {}
+    done = {"sinks": 0}
 
-    async def driver(ctx):
-        for sig, value in regs:
-            ctx.set(sig, value)
-        for b in beats:
-            while next(src_pauses):
-                ctx.set(dut.i.valid, 0)
+    def driver(port, beats, pauses):
+        stream = getattr(dut, port)
+
+        async def run(ctx):
+            for sig, value in regs:
+                ctx.set(sig, value)
+            for b in beats:
+                while next(pauses):
+                    ctx.set(stream.valid, 0)
+                    await ctx.tick()
+                ctx.set(stream.valid, 1)
+                ctx.set(stream.payload.as_value(), pack(stream.payload.shape(), b))
+                await ctx.tick().until(stream.ready)
+            ctx.set(stream.valid, 0)
+        return run
+
+    def monitor(port, n_out, pauses):
+        stream = getattr(dut, port)
+        layout = stream.payload.shape()
+
+        async def run(ctx):
+            cycle = 0
+            while len(got[port]) < n_out:
+                ready = not next(pauses)
+                ctx.set(stream.ready, ready)
+                await ctx.delay(1e-9)
+                if ready and ctx.get(stream.valid):
+                    beat = unpack(layout, ctx.get(stream.payload.as_value()))
+                    got[port].append(beat)
+                    when[port].append(cycle)
+                    f = last.get(port)
+                    if f is not None and bool(beat[f]) != (len(got[port]) == n_out):
+                        raise AssertionError(f"{port}: beat {len(got[port]) - 1} has {f}="
+                                             f"{beat[f]}, expected {f} only on beat "
+                                             f"{n_out - 1}: {beat}")
                 await ctx.tick()
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload.as_value(), pack(dut.i.payload.shape(), b))
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    def beat_of(ctx):
-        return unpack(dut.out_layout, ctx.get(dut.o.payload.as_value()))
-
-    async def monitor(ctx):
-        cycle = 0
-        while len(got) < n_out:
-            ready = not next(snk_pauses)
-            ctx.set(dut.o.ready, ready)
-            await ctx.delay(1e-9)
-            if ready and ctx.get(dut.o.valid):
-                got.append(beat_of(ctx))
-                when.append(cycle)
-                if last is not None and bool(got[-1][last]) != (len(got) == n_out):
-                    raise AssertionError(f"o: beat {len(got) - 1} has {last}="
-                                         f"{got[-1][last]}, expected {last} only on beat "
-                                         f"{n_out - 1}: {got[-1]}")
-            await ctx.tick()
-            cycle += 1
-            if cycle > max_cycles:
-                raise AssertionError(f"the block hung: {len(got)} of {n_out} beats after "
-                                     f"{cycle} cycles")
-        ctx.set(dut.o.ready, 1)
-        for _ in range(quiet):
-            await ctx.delay(1e-9)
-            if ctx.get(dut.o.valid):
-                raise AssertionError(f"o: an extra beat after {n_out}: {beat_of(ctx)}")
-            await ctx.tick()
-        perf.update(read_sim(ctx, dut))
-        perf.update({name: int(ctx.get(sig)) for name, sig in (read or {}).items()})
+                cycle += 1
+                if cycle > max_cycles:
+                    raise AssertionError(f"the block hung: {port} gave {len(got[port])} of "
+                                         f"{n_out} beats after {cycle} cycles")
+            ctx.set(stream.ready, 1)
+            done["sinks"] += 1
+            while done["sinks"] < len(sinks):      # every sink stays open until all are done
+                await ctx.delay(1e-9)
+                if ctx.get(stream.valid):
+                    raise AssertionError(f"{port}: an extra beat after {n_out}: "
+                                         f"{unpack(layout, ctx.get(stream.payload.as_value()))}")
+                await ctx.tick()
+            for _ in range(quiet):
+                await ctx.delay(1e-9)
+                if ctx.get(stream.valid):
+                    raise AssertionError(f"{port}: an extra beat after {n_out}: "
+                                         f"{unpack(layout, ctx.get(stream.payload.as_value()))}")
+                await ctx.tick()
+            if done["sinks"] == len(sinks):
+                done["sinks"] += 1
+                perf.update(read_sim(ctx, dut))
+                perf.update({name: int(ctx.get(sig)) for name, sig in (read or {}).items()})
+        return run
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(driver)
-    sim.add_testbench(monitor)
+    k = 0
+    for port, beats in sources.items():
+        src, _ = crossing(cross, seed + 2 * k)
+        sim.add_testbench(driver(port, beats, src))
+        k += 1
+    for port, n_out in sinks.items():
+        _, snk = crossing(cross, seed + 2 * k)
+        sim.add_testbench(monitor(port, n_out, snk))
+        k += 1
     sim.run()
     return got, when, perf
+
+
+def run_streams(dut, beats, n_out: int, *, last: str | None = None, **kw):
+    """:func:`run_ports` for a block with one source ``i`` and one sink ``o``. Returns
+    ``(outputs, cycle of each output transfer, counters)``."""
+    got, when, perf = run_ports(dut, {"i": beats}, {"o": n_out},
+                                last=None if last is None else {"o": last}, **kw)
+    return got["o"], when["o"], perf
