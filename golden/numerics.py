@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["round_div", "hyperplanes", "project", "hash_bits", "hamming", "ExpUnit",
+__all__ = ["round_div", "hyperplanes", "project", "hash_bits", "centring_bias", "hamming",
+           "ExpUnit",
            "bucket_of", "bucket_bounds", "wicsum_bucket", "wicsum_exact", "attention_float",
            "attention_int", "check_width"]
 
@@ -80,6 +81,14 @@ def hash_bits(proj: np.ndarray, bias=None) -> np.ndarray:
     bits = (x > 0).astype(np.uint64)
     shifts = np.arange(bits.shape[-1], dtype=np.uint64)
     return (bits << shifts).sum(axis=-1, dtype=np.uint64)
+
+
+def centring_bias(key_sum, count: int, hp: np.ndarray) -> np.ndarray:
+    """The per-hyperplane bias of centred hashing (D1): ``μ·hp`` for the running mean key
+    ``μ = key_sum / count``, as ``round_div(key_sum · hpᵀ, count)`` (sign((k-μ)·r) =
+    sign(k·r - μ·r), so the projection of the raw key less this bias gives the centred
+    sign)."""
+    return round_div(np.asarray(key_sum, np.int64) @ np.asarray(hp, np.int64).T, count)
 
 
 def hamming(a, b) -> np.ndarray:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vrex.config import Config, ConfigError, unsigned_fixed
-from .numerics import (ExpUnit, hamming, hash_bits, hyperplanes, project, round_div,
-                       wicsum_bucket, wicsum_exact)
+from .numerics import (ExpUnit, centring_bias, hamming, hash_bits, hyperplanes, project,
+                       round_div, wicsum_bucket, wicsum_exact)
 from .trace import QuantTrace, Trace
 
 __all__ = ["HashClusterer", "ResvLayer", "ResvResult", "run_resv", "sink_count"]
@@ -108,6 +108,7 @@ class ResvResult:
     n_sink: int
     buckets_visited: dict = field(default_factory=dict)   # th_r -> (sum, rows)
     comparisons: int = 0
+    biases: list = field(default_factory=list)  # per layer: {(group, step): centring bias}
 
     def cluster_stats(self, trace: Trace) -> dict:
         cfg = self.cfg
@@ -156,6 +157,7 @@ class ResvLayer:
         self.opened = np.zeros((G, T), bool)
         self.mean_sum = np.zeros((G, cfg.hash_dim), acc)
         self.mean_n = 0
+        self.biases = {}                 # (group, step) -> the centring bias hashed with
         self.record = None
 
     def _group_keys(self, keys, g, a, b):
@@ -236,8 +238,8 @@ class ResvLayer:
                 self.mean_sum[g] += xk.sum(axis=0)
                 n = self.mean_n + (b - a)
                 if self.int_mode:
-                    bias = round_div(self.mean_sum[g].astype(np.int64) @
-                                     self.hp[g].astype(np.int64).T, n)
+                    bias = centring_bias(self.mean_sum[g], n, self.hp[g])
+                    self.biases[(g, s)] = bias
                 else:
                     xk = xk - self.mean_sum[g] / n
             if a0 >= b:
@@ -304,4 +306,5 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
         opened=np.stack([lay.opened for lay in layers]),
         n_clusters=np.array([[c.n for c in lay.clusterers] for lay in layers]),
         n_sink=n_sink, buckets_visited=visited,
-        comparisons=sum(c.comparisons for lay in layers for c in lay.clusterers))
+        comparisons=sum(c.comparisons for lay in layers for c in lay.clusterers),
+        biases=[lay.biases for lay in layers])

@@ -118,3 +118,39 @@ def bad_command(ports: dict, kind, m, k, l, n: int):
         ports["bias"] += [{"data": [0] * n}] * (-(-l // n))
     ports["b"] += [{"data": [1] * n}] * (l * kc)
     ports["a"] += [{"data": [1] * n}] * (m * kc)
+
+
+def trace_hash_commands(preset: str, cfg, steps=None):
+    """The bundled trace's hash work as engine commands, as the core will issue them: per
+    step (outer) and layer (inner, up to ``cfg.contexts``), the step's non-sink tokens'
+    hash-input keys (all KV heads concatenated, D1) against the layer's hyperplanes, less the
+    golden run's centring bias (``tuned``; none for ``paper``). Returns ``(ports, o_hash
+    beats, tokens for the HCU, run_cfg)``; the expected words are the golden ReSV run's
+    hashes, not recomputed here."""
+    from golden.hcu import Token
+    from golden.numerics import hyperplanes
+    from golden.resv import run_resv
+    from verif.lib.traces import bundled
+    from vrex.config import Config
+    tr, qt = bundled()
+    run_cfg = Config.from_preset(preset, **tr.geometry(), n_hp=cfg.n_hp)
+    run = run_resv(tr, qt, run_cfg, [run_cfg.th_r])
+    src = qt.k_pre if run_cfg.hash_input == "pre_rope" else qt.k
+    bounds = tr.step_bounds()
+    ports, want, tokens = empty_ports(), [], []
+    n = cfg.attn_n
+    for s in range(tr.n_steps) if steps is None else steps:
+        a0, b = max(bounds[s], run.n_sink), bounds[s + 1]
+        if a0 >= b:
+            continue
+        for layer in range(min(tr.n_layers, cfg.contexts)):
+            keys = np.transpose(src[layer][:, a0:b], (1, 0, 2)).reshape(b - a0, -1)
+            hp = hyperplanes(run_cfg.hp_seed, layer, 0, run_cfg.n_hp, run_cfg.hash_dim)
+            bias = run.biases[layer].get((0, s))
+            hash_command(ports, keys, hp, bias, n, layer=layer, step=s)
+            words = run.hashes[layer, 0, a0:b]
+            want += [{"hash": int(w), "layer": layer, "step": s, "first": int(t == 0),
+                      "last": int(t == b - a0 - 1)} for t, w in enumerate(words)]
+            tokens += [Token(int(w), layer, s, int(t == 0), int(t == b - a0 - 1))
+                       for t, w in enumerate(words)]
+    return ports, want, tokens, run_cfg

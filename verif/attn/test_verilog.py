@@ -5,10 +5,18 @@ import pytest
 from verif.lib.runner import run_point
 from vrex.config import Config
 
+# the engine at n = 4 (small buffers, two layer contexts), 8 (the FPGA default) and 16
+ENGINE_POINTS = {"n4_k192_b32": Config(attn_n=4, attn_k_buf=192, attn_b_rows=32, n_layers=2),
+                 "n8": Config(), "n16": Config(attn_n=16, attn_k_buf=192, attn_b_rows=64)}
 # the array at n = 4, 8 (the FPGA default) and 16; n = 32 elaborates (test_sim)
 ARRAY_POINTS = {"n4": Config(attn_n=4), "n8": Config(), "n16": Config(attn_n=16)}
 # the exp unit at the default formats, and at a narrower table and weight
 EXP_POINTS = {"default": Config(), "f6_w12": Config(exp_frac_bits=6, weight_bits=12)}
+
+
+@pytest.mark.parametrize("point", ENGINE_POINTS)
+def test_engine_verilog(point):
+    run_point("attn", point, ENGINE_POINTS[point])
 
 
 @pytest.mark.parametrize("point", ARRAY_POINTS)
