@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         print(f"wrote {path} ({os.path.getsize(path)} bytes, sha256 {sha})")
         if args.lint:
             lint(path)
-            print(f"  verilator --lint-only -Wall: clean (waivers: vrex/lint.vlt)")
+            print("  verilator --lint-only -Wall: clean (waivers: vrex/lint.vlt)")
     return 0
 
 

@@ -1,6 +1,8 @@
 """The systolic int8 array: output-stationary N x N multiply-accumulate cells."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -20,7 +22,7 @@ class SystolicArray(wiring.Component):
     rows and columns past the matrix edge), ``first`` on k = 0 and ``last`` on k = K - 1. The
     input skew registers ``a[r]`` r + 1 times and ``b[c]`` c + 1 times; ``a`` then moves right
     one cell a cycle with its ``first``/``last``/``valid`` flags and ``b`` moves down, so cell
-    (r, c) sees beat k at cycle k + r + c + 1. On ``last`` a cell moves its sum into its result
+    (r, c) multiplies beat k at cycle k + r + c + 1 and adds the product a cycle later. On ``last`` a cell moves its sum into its result
     register; the drain offers the tile's rows in order on ``o``, row r as soon as its N
     results are in, while the cells already accumulate the next tile. Why output-stationary:
     each product is used once, the tile's K-long reduction stays in the cell (no partial sums
@@ -78,8 +80,9 @@ class SystolicArray(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from the transfer of a tile's last beat to the offer of its last row, ``o``
-        ready: the skew and the array (2n - 1), the result register (1)."""
-        return 2 * self._n
+        ready: the skew and the array (2n - 1), the product register (1), the result register
+        (1)."""
+        return 2 * self._n + 1
 
     def tile_beats(self, k: int) -> int:
         """Beats a tile of reduction length k takes: k, padded to n."""
@@ -93,25 +96,33 @@ class SystolicArray(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n = self._n
-        run = Signal()
-        take = Signal()
-        m.d.comb += [self.i.ready.eq(run), take.eq(self.i.valid & run)]
+        x = SimpleNamespace()            # the signals the sections below share
+        x.run = Signal()                 # the whole array advances (no result is held up)
+        x.take = Signal()
+        m.d.comb += [self.i.ready.eq(x.run), x.take.eq(self.i.valid & x.run)]
+        x.flags_t = data.StructLayout({"valid": 1, "first": 1, "last": 1})
+        self._skew(m, x)
+        self._drain_state(m, x)
+        self._cells(m, x)
+        self._drain(m, x)
+        self._counters(m, x)
+        return m
 
-        flags_t = data.StructLayout({"valid": 1, "first": 1, "last": 1})
-        # skew: a[r] through r registers, b[c] through c registers (with the row's flags)
-        a_in, b_in = [], []
+    def _skew(self, m, x):
+        """a[r] through r + 1 registers with the beat's flags, b[c] through c + 1."""
+        n, run = self._n, x.run
+        x.a_in, x.b_in = [], []
         for r in range(n):
-            v, f = self.i.payload.a[r], Signal(flags_t, name=f"skew_a_flags_in_{r}")
-            m.d.comb += [f.valid.eq(take), f.first.eq(self.i.payload.first),
+            v, f = self.i.payload.a[r], Signal(x.flags_t, name=f"skew_a_flags_in_{r}")
+            m.d.comb += [f.valid.eq(x.take), f.first.eq(self.i.payload.first),
                          f.last.eq(self.i.payload.last)]
             for d in range(r + 1):
                 rv = Signal(signed(8), name=f"skew_a_{r}_{d}")
-                rf = Signal(flags_t, name=f"skew_af_{r}_{d}")
+                rf = Signal(x.flags_t, name=f"skew_af_{r}_{d}")
                 with m.If(run):
                     m.d.sync += [rv.eq(v), rf.eq(f)]
                 v, f = rv, rf
-            a_in.append((v, f))
+            x.a_in.append((v, f))
         for c in range(n):
             v = self.i.payload.b[c]
             for d in range(c + 1):
@@ -119,38 +130,34 @@ class SystolicArray(wiring.Component):
                 with m.If(run):
                     m.d.sync += rv.eq(v)
                 v = rv
-            b_in.append(v)
+            x.b_in.append(v)
 
-        acc = [[Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_acc") for c in range(n)]
-               for r in range(n)]
-        res = [[Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_res") for c in range(n)]
-               for r in range(n)]
-        full = [[Signal(name=f"pe_{r}_{c}_full") for c in range(n)] for r in range(n)]
-        capture = [[Signal(name=f"pe_{r}_{c}_capture") for c in range(n)] for r in range(n)]
+    def _drain_state(self, m, x):
+        n = self._n
+        x.row = Signal(range(n))                # the drain's next row
+        x.drained = Signal()
+        x.freeing = [Signal(name=f"drain_free_{r}") for r in range(n)]
+        m.d.comb += [x.freeing[r].eq(x.drained & (x.row == r)) for r in range(n)]
+        x.res = [[Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_res") for c in range(n)]
+                 for r in range(n)]
+        x.full = [[Signal(name=f"pe_{r}_{c}_full") for c in range(n)] for r in range(n)]
+        x.capture = [[Signal(name=f"pe_{r}_{c}_capture") for c in range(n)] for r in range(n)]
+
+    def _cells(self, m, x):
+        """The n x n cells: a right, b down, product, sum, result register; the hold."""
+        n, run = self._n, x.run
         conflicts = []
-        row = Signal(range(n))                  # the drain's next row
-        drained = Signal()
-        freeing = [Signal(name=f"drain_free_{r}") for r in range(n)]
-        m.d.comb += [freeing[r].eq(drained & (row == r)) for r in range(n)]
-        b_row = b_in
+        b_row = x.b_in
         for r in range(n):
-            a_v, a_f = a_in[r]
+            a_v, a_f = x.a_in[r]
             b_next = []
             for c in range(n):
                 b_v = b_row[c]
-                total = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_sum")
-                m.d.comb += total.eq(Mux(a_f.first, 0, acc[r][c]) + a_v * b_v)
-                m.d.comb += capture[r][c].eq(a_f.valid & a_f.last)
-                # a result register drained this very cycle takes the next result
-                conflicts.append(capture[r][c] & full[r][c] & ~freeing[r])
-                with m.If(run & a_f.valid):
-                    m.d.sync += acc[r][c].eq(total)
-                with m.If(run & capture[r][c]):
-                    m.d.sync += res[r][c].eq(total)
+                conflicts.append(self._cell(m, x, r, c, a_v, a_f, b_v))
                 # the cell's registers pass a (with its flags) right and b down
                 if c + 1 < n:
                     na_v = Signal(signed(8), name=f"pe_{r}_{c}_a")
-                    na_f = Signal(flags_t, name=f"pe_{r}_{c}_af")
+                    na_f = Signal(x.flags_t, name=f"pe_{r}_{c}_af")
                     with m.If(run):
                         m.d.sync += [na_v.eq(a_v), na_f.eq(a_f)]
                     a_v, a_f = na_v, na_f
@@ -160,46 +167,68 @@ class SystolicArray(wiring.Component):
                         m.d.sync += nb.eq(b_v)
                     b_next.append(nb)
             b_row = b_next
-        conflict = reduce_tree(m, conflicts, lambda x, y: x | y, "conflict")
+        conflict = reduce_tree(m, conflicts, lambda p, q: p | q, "conflict")
         m.d.comb += run.eq(~conflict)
 
-        # drain: row `row` goes out once its n results are in
+    def _cell(self, m, x, r, c, a_v, a_f, b_v):
+        """Cell (r, c); returns its conflict: a result to keep while the last is undrained."""
+        run = x.run
+        acc = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_acc")
+        # the product is registered (in the multiplier's own register on FPGAs), its flags
+        # with it; the sum runs a cycle behind the operands
+        prod = Signal(signed(16), name=f"pe_{r}_{c}_prod")
+        p_f = Signal(x.flags_t, name=f"pe_{r}_{c}_pf")
+        with m.If(run):
+            m.d.sync += [prod.eq(a_v * b_v), p_f.eq(a_f)]
+        total = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_sum")
+        m.d.comb += total.eq(Mux(p_f.first, 0, acc) + prod)
+        capture = x.capture[r][c]
+        m.d.comb += capture.eq(p_f.valid & p_f.last)
+        with m.If(run & p_f.valid):
+            m.d.sync += acc.eq(total)
+        with m.If(run & capture):
+            m.d.sync += x.res[r][c].eq(total)
+        # a result register drained this very cycle takes the next result
+        return capture & x.full[r][c] & ~x.freeing[r]
+
+    def _drain(self, m, x):
+        """Row ``row`` goes out once its n results are in."""
+        n, row = self._n, x.row
         row_full = Signal()
-        m.d.comb += row_full.eq(Array(Cat(*full[r]).all() for r in range(n))[row])
+        m.d.comb += row_full.eq(Array(Cat(*x.full[r]).all() for r in range(n))[row])
         for c in range(n):
-            m.d.comb += self.o.payload.c[c].eq(Array(res[r][c] for r in range(n))[row])
+            m.d.comb += self.o.payload.c[c].eq(Array(x.res[r][c] for r in range(n))[row])
         m.d.comb += [self.o.valid.eq(row_full), self.o.payload.row.eq(row),
                      self.o.payload.last.eq(row == n - 1)]
-        m.d.comb += drained.eq(self.o.valid & self.o.ready)
-        with m.If(drained):
+        m.d.comb += x.drained.eq(self.o.valid & self.o.ready)
+        with m.If(x.drained):
             m.d.sync += row.eq(Mux(row == n - 1, 0, row + 1))
         for r in range(n):
             for c in range(n):
-                with m.If(run & capture[r][c]):
-                    m.d.sync += full[r][c].eq(1)
-                with m.Elif(freeing[r]):
-                    m.d.sync += full[r][c].eq(0)
+                with m.If(x.run & x.capture[r][c]):
+                    m.d.sync += x.full[r][c].eq(1)
+                with m.Elif(x.freeing[r]):
+                    m.d.sync += x.full[r][c].eq(0)
 
-        # counters
-        # busy: from a tile's first beat until its last row has left
-        perf = self.perf
+    def _counters(self, m, x):
+        """busy: from a tile's first beat until its last row has left."""
+        n, perf, take = self._n, self.perf, x.take
         in_tile = Signal()
-        pending = Signal(range(2 * n + 2))        # tiles whose last beat is in, not drained
+        pending = Signal(range(2 * n + 4))      # tiles whose last beat is in, not drained
         tile_out = Signal()
-        m.d.comb += tile_out.eq(drained & (row == n - 1))
+        m.d.comb += tile_out.eq(x.drained & (x.row == n - 1))
         with m.If(take):
             m.d.sync += in_tile.eq(~self.i.payload.last)
         m.d.sync += pending.eq(pending + (take & self.i.payload.last) - tile_out)
         with m.If(in_tile | (pending != 0) | take):
             m.d.sync += perf.busy.eq(perf.busy + 1)
-            with m.If(in_tile & ~self.i.valid & run):
+            with m.If(in_tile & ~self.i.valid & x.run):
                 m.d.sync += perf.starved.eq(perf.starved + 1)
         with m.If(take):
             m.d.sync += perf.beats.eq(perf.beats + 1)
-        with m.If(~run):
+        with m.If(~x.run):
             m.d.sync += perf.held.eq(perf.held + 1)
-        with m.If(drained):
+        with m.If(x.drained):
             m.d.sync += perf.rows.eq(perf.rows + 1)
-            with m.If(row == n - 1):
+            with m.If(x.row == n - 1):
                 m.d.sync += perf.tiles.eq(perf.tiles + 1)
-        return m

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -73,6 +73,8 @@ class AttentionEngine(wiring.Component):
         self._n, self._k_max, self._acc_bits = n, k_max, acc_bits
         self._k_buf, self._b_rows, self._n_hp = k_buf, b_rows, n_hp
         self._layers, self._step_bits, self._counter_bits = layers, step_bits, counter_bits
+        self._array = SystolicArray(n=n, k_max=k_max, acc_bits=acc_bits,
+                                    counter_bits=counter_bits)
         layer_bits = max(1, ceil_log2(layers))
         vec = data.ArrayLayout(signed(8), n)
         self.cmd_layout = data.StructLayout({"kind": 2, "m": 16, "k": 16, "l": 16,
@@ -122,13 +124,11 @@ class AttentionEngine(wiring.Component):
         mt, lt = -(-m // n), -(-l // n)
         first_rows = min(n, m)
         return (1 + (lt if hash_ else 0) + l * kc + first_rows * kc + 2
-                + mt * lt * max(k, n) - 1 + 2 * n - (n - 1 - (m - 1) % n))
+                + mt * lt * max(k, n) - 1 + self._array.latency - (n - 1 - (m - 1) % n))
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.array = self._array = SystolicArray(
-            n=self._n, k_max=self._k_max, acc_bits=self._acc_bits,
-            counter_bits=self._counter_bits)
+        m.submodules.array = self._array
         x = SimpleNamespace()
         self._buffers(m, x)
         self._command(m, x)
@@ -151,8 +151,11 @@ class AttentionEngine(wiring.Component):
             m.submodules[f"b_lane_{r}"] = bm
             x.a_mem.append((am.write_port(), am.read_port()))
             x.b_mem.append((bm.write_port(), bm.read_port()))
-        x.bias = Array(Signal(signed(self._acc_bits), name=f"bias_{j}")
-                       for j in range(max(self._n_hp, n) + n))
+        # the hash biases, n a word, word j for hyperplanes j·n .. j·n + n - 1
+        bm = memory.Memory(shape=data.ArrayLayout(signed(self._acc_bits), n),
+                           depth=-(-self._n_hp // n), init=[])
+        m.submodules.bias_mem = bm
+        x.bias_wr, x.bias_rd = bm.write_port(), bm.read_port()
 
     def _command(self, m, x):
         """Take a command, check it, load biases and B (or drop a refused command's beats)."""
@@ -177,16 +180,21 @@ class AttentionEngine(wiring.Component):
         ]
         row = Signal(16)
         chunk = Signal(16)
-        drop_a = Signal(32)
-        drop_b = Signal(32)
-        drop_bias = Signal(16)
         x.refuse = Signal()
 
-        def row_chunk_step():
+        def row_chunk_step(row, chunk):
             with m.If(chunk == kc - 1):
                 m.d.sync += [chunk.eq(0), row.eq(row + 1)]
             with m.Else():
                 m.d.sync += chunk.eq(chunk + 1)
+
+        # a refused command's beats, counted as rows of chunks (no multiplier)
+        drop_a_row, drop_a_chunk = Signal(16), Signal(16)
+        drop_b_row, drop_b_chunk = Signal(16), Signal(16)
+        drop_bias = Signal(16)
+        a_left = Signal()
+        b_left = Signal()
+        m.d.comb += [a_left.eq(drop_a_row < cur.m), b_left.eq(drop_b_row < cur.l)]
 
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
@@ -200,7 +208,8 @@ class AttentionEngine(wiring.Component):
                         m.d.comb += x.refuse.eq(1)
                         m.d.sync += [self.error.eq(1),
                                      self.error_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
-                                     drop_a.eq(p.m * kcv), drop_b.eq(p.l * kcv),
+                                     drop_a_row.eq(Mux(kcv == 0, p.m, 0)), drop_a_chunk.eq(0),
+                                     drop_b_row.eq(Mux(kcv == 0, p.l, 0)), drop_b_chunk.eq(0),
                                      drop_bias.eq(Mux(p.kind == Kind.HASH,
                                                       (p.l + n - 1) >> exact_log2(n), 0))]
                         m.next = "DROP"
@@ -209,22 +218,21 @@ class AttentionEngine(wiring.Component):
                     with m.Else():
                         m.next = "LOAD_B"
             with m.State("DROP"):
-                m.d.comb += [self.a.ready.eq(drop_a != 0), self.b.ready.eq(drop_b != 0),
+                m.d.comb += [self.a.ready.eq(a_left), self.b.ready.eq(b_left),
                              self.bias.ready.eq(drop_bias != 0)]
-                with m.If(self.a.valid & (drop_a != 0)):
-                    m.d.sync += drop_a.eq(drop_a - 1)
-                with m.If(self.b.valid & (drop_b != 0)):
-                    m.d.sync += drop_b.eq(drop_b - 1)
+                with m.If(self.a.valid & a_left):
+                    row_chunk_step(drop_a_row, drop_a_chunk)
+                with m.If(self.b.valid & b_left):
+                    row_chunk_step(drop_b_row, drop_b_chunk)
                 with m.If(self.bias.valid & (drop_bias != 0)):
                     m.d.sync += drop_bias.eq(drop_bias - 1)
-                with m.If((drop_a == 0) & (drop_b == 0) & (drop_bias == 0)):
+                with m.If(~a_left & ~b_left & (drop_bias == 0)):
                     m.next = "IDLE"
             with m.State("BIAS"):
                 m.d.comb += self.bias.ready.eq(1)
+                m.d.comb += [x.bias_wr.addr.eq(row), x.bias_wr.data.eq(self.bias.payload.data),
+                             x.bias_wr.en.eq(self.bias.valid)]
                 with m.If(self.bias.valid):
-                    for t in range(n):
-                        m.d.sync += x.bias[(row << exact_log2(n)) + t].eq(
-                            self.bias.payload.data[t])
                     m.d.sync += row.eq(row + 1)
                     with m.If(row == lt - 1):
                         m.d.sync += row.eq(0)
@@ -237,7 +245,7 @@ class AttentionEngine(wiring.Component):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.b.payload.data),
                                  wr.en.eq(self.b.valid & (lane == r))]
                 with m.If(self.b.valid):
-                    row_chunk_step()
+                    row_chunk_step(row, chunk)
                     with m.If((chunk == kc - 1) & (row == cur.l - 1)):
                         m.next = "RUN"
             with m.State("RUN"):
@@ -373,9 +381,14 @@ class AttentionEngine(wiring.Component):
         # hash: bit j·n + t of the token is c[t] > bias[j·n + t]
         col0 = Signal(range(max(self._n_hp, n) + n))      # the tile's first hyperplane
         m.d.comb += col0.eq(out_j << exact_log2(n))
+        # the bias word of the column tile in the array's output: read a cycle ahead, at the
+        # next tile's address when this row ends a tile
+        next_j = Signal(16)
+        m.d.comb += next_j.eq(Mux(out_j == x.lt - 1, 0, out_j + 1))
+        m.d.comb += x.bias_rd.addr.eq(Mux(take & o.last, next_j, out_j))
         bits = Signal(n)
         for t in range(n):
-            m.d.comb += bits[t].eq(o.c[t] > x.bias[col0 + t])
+            m.d.comb += bits[t].eq(o.c[t] > x.bias_rd.data[t])
         acc = Array(Signal(self._n_hp, name=f"hash_acc_{r}") for r in range(n))
         word = Signal(self._n_hp + n)
         m.d.comb += word.eq(acc[o.row] | (bits << col0))

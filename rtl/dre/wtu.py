@@ -271,119 +271,135 @@ class WicsumThresholdUnit(wiring.Component):
 
     def _control(self, m, x):
         """The row sequencer: clear, receive, drain, threshold, walk, emit."""
-        N, D, B = self._lanes, x.D, self._buckets
-        perf, pay = self.perf, self.i.payload
-        uni_wr, uni_rd, beat, k = x.uni_wr, x.uni_rd, x.beat, x.k
         # union memory ports: the walk ORs in its marks, emission and reset clear words
         with m.FSM(init="CLEAR"):
-            with m.State("CLEAR"):
-                m.d.comb += [uni_wr.addr.eq(x.clr), uni_wr.data.eq(0), uni_wr.en.eq(1)]
-                m.d.sync += x.clr.eq(x.clr + 1)
-                with m.If(x.clr == D - 1):
-                    m.next = "RECV"
+            self._receive_states(m, x)
+            self._walk_states(m, x)
+            self._emit_states(m, x)
 
-            with m.State("RECV"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(x.take):
-                    m.d.sync += perf.busy.eq(perf.busy + 1)
-                    with m.If(pay.first != (beat == 0)):
-                        m.d.sync += self.error.eq(1)             # framing broken
-                    with m.If(beat <= D):
-                        m.d.sync += beat.eq(beat + 1)
-                    with m.If(beat >= D):
-                        m.d.sync += x.overflow.eq(1)
-                    with m.If(pay.last):
-                        m.d.sync += [x.head_last.eq(pay.head_last), x.nbeats.eq(
-                            Mux(beat >= D, D, beat + 1))]
-                        m.next = "DRAIN"
+    def _receive_states(self, m, x):
+        """CLEAR (after reset), RECV (a row's beats), DRAIN (the preprocess empties)."""
+        D = x.D
+        perf, pay = self.perf, self.i.payload
+        uni_wr, beat = x.uni_wr, x.beat
+        with m.State("CLEAR"):
+            m.d.comb += [uni_wr.addr.eq(x.clr), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+            m.d.sync += x.clr.eq(x.clr + 1)
+            with m.If(x.clr == D - 1):
+                m.next = "RECV"
 
-            with m.State("DRAIN"):                       # the preprocess pipeline empties
+        with m.State("RECV"):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(x.take):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                with m.If(~x.p1_valid & ~x.p2_valid):
-                    m.d.sync += [x.th_prod.eq(x.total * self.th_r),
-                                 x.r1.eq(x.smax - x.smin + 1)]
-                    m.next = "THRESH"
+                with m.If(pay.first != (beat == 0)):
+                    m.d.sync += self.error.eq(1)             # framing broken
+                with m.If(beat <= D):
+                    m.d.sync += beat.eq(beat + 1)
+                with m.If(beat >= D):
+                    m.d.sync += x.overflow.eq(1)
+                with m.If(pay.last):
+                    m.d.sync += [x.head_last.eq(pay.head_last), x.nbeats.eq(
+                        Mux(beat >= D, D, beat + 1))]
+                    m.next = "DRAIN"
 
-            with m.State("THRESH"):
-                m.d.sync += [perf.busy.eq(perf.busy + 1),
-                             x.th.eq(x.th_prod >> self._th_r_frac_bits),
-                             x.acc_k.eq((x.r1 << x.blog) - x.r1), k.eq(B - 1),
-                             x.hi.eq(x.smax + 1), x.running.eq(0), x.bsum.eq(0),
-                             x.wbeat.eq(0)]
-                with m.If(x.overflow):
-                    m.d.sync += [self.error.eq(1), perf.rows_refused.eq(perf.rows_refused + 1)]
+        with m.State("DRAIN"):                       # the preprocess pipeline empties
+            m.d.sync += perf.busy.eq(perf.busy + 1)
+            with m.If(~x.p1_valid & ~x.p2_valid):
+                m.d.sync += [x.th_prod.eq(x.total * self.th_r),
+                             x.r1.eq(x.smax - x.smin + 1)]
+                m.next = "THRESH"
+
+    def _walk_states(self, m, x):
+        """THRESH (threshold and the top bucket's bounds), WALK (a pass a bucket, exit)."""
+        N, B = self._lanes, self._buckets
+        perf = self.perf
+        uni_wr, uni_rd, k = x.uni_wr, x.uni_rd, x.k
+        with m.State("THRESH"):
+            m.d.sync += [perf.busy.eq(perf.busy + 1),
+                         x.th.eq(x.th_prod >> self._th_r_frac_bits),
+                         x.acc_k.eq((x.r1 << x.blog) - x.r1), k.eq(B - 1),
+                         x.hi.eq(x.smax + 1), x.running.eq(0), x.bsum.eq(0),
+                         x.wbeat.eq(0)]
+            with m.If(x.overflow):
+                m.d.sync += [self.error.eq(1), perf.rows_refused.eq(perf.rows_refused + 1)]
+                m.next = "ROW_DONE"
+            with m.Elif(~x.any_valid):
+                m.next = "ROW_DONE"
+            with m.Else():
+                m.next = "WALK"
+
+        with m.State("WALK"):
+            m.d.sync += perf.busy.eq(perf.busy + 1)
+            m.d.comb += [x.row_rd.addr.eq(x.wbeat), uni_rd.addr.eq(x.wbeat),
+                         uni_wr.addr.eq(x.w1_addr), uni_wr.data.eq(uni_rd.data | x.sel),
+                         uni_wr.en.eq(x.w1_valid)]
+            with m.If(x.wbeat < x.nbeats):
+                m.d.comb += x.issue.eq(1)
+                m.d.sync += x.wbeat.eq(x.wbeat + 1)
+            with m.Elif(~x.w1_valid & ~x.w2_valid & ~x.w3_valid):
+                # the bucket is complete: exit after it, or step to the next one down
+                m.d.sync += [perf.buckets_visited.eq(perf.buckets_visited + 1),
+                             perf.entries_read.eq(perf.entries_read + x.nbeats * N)]
+                with m.If((x.running_new > x.th) | (k == 0)):
+                    m.d.sync += perf.buckets_skipped.eq(perf.buckets_skipped + k)
                     m.next = "ROW_DONE"
-                with m.Elif(~x.any_valid):
-                    m.next = "ROW_DONE"
                 with m.Else():
-                    m.next = "WALK"
+                    m.d.sync += [k.eq(k - 1), x.hi.eq(x.lo), x.acc_k.eq(x.acc_k - x.r1),
+                                 x.running.eq(x.running_new), x.bsum.eq(0), x.wbeat.eq(0)]
 
-            with m.State("WALK"):
-                m.d.sync += perf.busy.eq(perf.busy + 1)
-                m.d.comb += [x.row_rd.addr.eq(x.wbeat), uni_rd.addr.eq(x.wbeat),
-                             uni_wr.addr.eq(x.w1_addr), uni_wr.data.eq(uni_rd.data | x.sel),
-                             uni_wr.en.eq(x.w1_valid)]
-                with m.If(x.wbeat < x.nbeats):
-                    m.d.comb += x.issue.eq(1)
-                    m.d.sync += x.wbeat.eq(x.wbeat + 1)
-                with m.Elif(~x.w1_valid & ~x.w2_valid & ~x.w3_valid):
-                    # the bucket is complete: exit after it, or step to the next one down
-                    m.d.sync += [perf.buckets_visited.eq(perf.buckets_visited + 1),
-                                 perf.entries_read.eq(perf.entries_read + x.nbeats * N)]
-                    with m.If((x.running_new > x.th) | (k == 0)):
-                        m.d.sync += perf.buckets_skipped.eq(perf.buckets_skipped + k)
-                        m.next = "ROW_DONE"
-                    with m.Else():
-                        m.d.sync += [k.eq(k - 1), x.hi.eq(x.lo), x.acc_k.eq(x.acc_k - x.r1),
-                                     x.running.eq(x.running_new), x.bsum.eq(0), x.wbeat.eq(0)]
+    def _emit_states(self, m, x):
+        """ROW_DONE, then at a head's end E_READ, E_LOAD, E_BITS, E_SUM (emission)."""
+        N = self._lanes
+        perf = self.perf
+        uni_wr, uni_rd, beat = x.uni_wr, x.uni_rd, x.beat
+        with m.State("ROW_DONE"):
+            m.d.sync += [perf.busy.eq(perf.busy + 1), perf.rows.eq(perf.rows + 1),
+                         beat.eq(0), x.overflow.eq(0), x.total.eq(0),
+                         x.smin.eq(x.smax_c), x.smax.eq(x.smin_c), x.any_valid.eq(0)]
+            with m.If(~x.overflow & (x.nbeats > x.hwm)):
+                m.d.sync += x.hwm.eq(x.nbeats)
+            with m.If(x.head_last):
+                m.d.sync += [x.e_w.eq(0), x.n_sel.eq(0)]
+                m.next = "E_READ"
+            with m.Else():
+                m.next = "RECV"
 
-            with m.State("ROW_DONE"):
-                m.d.sync += [perf.busy.eq(perf.busy + 1), perf.rows.eq(perf.rows + 1),
-                             beat.eq(0), x.overflow.eq(0), x.total.eq(0),
-                             x.smin.eq(x.smax_c), x.smax.eq(x.smin_c), x.any_valid.eq(0)]
-                with m.If(~x.overflow & (x.nbeats > x.hwm)):
-                    m.d.sync += x.hwm.eq(x.nbeats)
-                with m.If(x.head_last):
-                    m.d.sync += [x.e_w.eq(0), x.n_sel.eq(0)]
-                    m.next = "E_READ"
-                with m.Else():
-                    m.next = "RECV"
+        with m.State("E_READ"):
+            m.d.sync += perf.busy.eq(perf.busy + 1)
+            m.d.comb += uni_rd.addr.eq(x.e_w)
+            with m.If(x.e_w >= x.hwm):
+                m.next = "E_SUM"
+            with m.Else():
+                m.next = "E_LOAD"
 
-            with m.State("E_READ"):
-                m.d.sync += perf.busy.eq(perf.busy + 1)
-                m.d.comb += uni_rd.addr.eq(x.e_w)
-                with m.If(x.e_w >= x.hwm):
-                    m.next = "E_SUM"
-                with m.Else():
-                    m.next = "E_LOAD"
+        with m.State("E_LOAD"):
+            m.d.sync += [perf.busy.eq(perf.busy + 1), x.wbits.eq(uni_rd.data)]
+            m.d.comb += [uni_wr.addr.eq(x.e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+            m.next = "E_BITS"
 
-            with m.State("E_LOAD"):
-                m.d.sync += [perf.busy.eq(perf.busy + 1), x.wbits.eq(uni_rd.data)]
-                m.d.comb += [uni_wr.addr.eq(x.e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
-                m.next = "E_BITS"
-
-            with m.State("E_BITS"):
-                m.d.sync += perf.busy.eq(perf.busy + 1)
-                with m.If(x.wbits == 0):
-                    m.d.sync += x.e_w.eq(x.e_w + 1)
-                    m.next = "E_READ"
-                with m.Else():
-                    cluster = self.o.payload.cluster
-                    m.d.comb += [self.o.valid.eq(1),
-                                 cluster.eq(Cat(x.low_idx, x.e_w)[:len(cluster)]
-                                            if N > 1 else x.e_w),
-                                 self.o.payload.count.eq(x.n_sel + 1)]
-                    with m.If(self.o.ready):
-                        m.d.sync += [x.wbits.eq(x.wbits & ~x.lowest), x.n_sel.eq(x.n_sel + 1)]
-                    with m.Else():
-                        m.d.sync += perf.stalled.eq(perf.stalled + 1)
-
-            with m.State("E_SUM"):
-                m.d.sync += perf.busy.eq(perf.busy + 1)
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.last.eq(1),
-                             self.o.payload.count.eq(x.n_sel)]
+        with m.State("E_BITS"):
+            m.d.sync += perf.busy.eq(perf.busy + 1)
+            with m.If(x.wbits == 0):
+                m.d.sync += x.e_w.eq(x.e_w + 1)
+                m.next = "E_READ"
+            with m.Else():
+                cluster = self.o.payload.cluster
+                m.d.comb += [self.o.valid.eq(1),
+                             cluster.eq(Cat(x.low_idx, x.e_w)[:len(cluster)]
+                                        if N > 1 else x.e_w),
+                             self.o.payload.count.eq(x.n_sel + 1)]
                 with m.If(self.o.ready):
-                    m.d.sync += x.hwm.eq(0)
-                    m.next = "RECV"
+                    m.d.sync += [x.wbits.eq(x.wbits & ~x.lowest), x.n_sel.eq(x.n_sel + 1)]
                 with m.Else():
                     m.d.sync += perf.stalled.eq(perf.stalled + 1)
+
+        with m.State("E_SUM"):
+            m.d.sync += perf.busy.eq(perf.busy + 1)
+            m.d.comb += [self.o.valid.eq(1), self.o.payload.last.eq(1),
+                         self.o.payload.count.eq(x.n_sel)]
+            with m.If(self.o.ready):
+                m.d.sync += x.hwm.eq(0)
+                m.next = "RECV"
+            with m.Else():
+                m.d.sync += perf.stalled.eq(perf.stalled + 1)

@@ -4,7 +4,6 @@ the golden model's. (The WTU half of the chain waits for the engine's scoring co
 import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from rtl import AttentionEngine, HashClusterUnit
 from verif.hcu.model import expected

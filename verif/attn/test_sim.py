@@ -2,7 +2,6 @@
 against the golden models."""
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from golden.numerics import ExpUnit as GoldenExp
 from golden.attn import exp_registers

@@ -11,7 +11,6 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ReadOnly, RisingEdge
 
 from verif.hcu.model import frames, structured_hashes, trace_tokens
 from verif.hcu.tb import HcuTB

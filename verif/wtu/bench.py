@@ -98,11 +98,11 @@ async def bench(dut):
 
 def summary(r: dict) -> list[str]:
     """The report in a few lines."""
-    lines = []
-    for n, x in r["synthetic_exp_rows"].items():
-        lines.append(f"rows of {n:>5}: {x['cycles_per_row']:8.1f} cycles/row "
-                     f"({x['buckets_visited']:.1f} buckets), full-sort baseline "
-                     f"{x['sort_baseline_cycles']}, {x['speedup_vs_sort']:.2f}x")
+    rows = r["synthetic_exp_rows"]
+    lines = ["synthetic rows of " + ", ".join(map(str, rows)) + " entries: "
+             + ", ".join(f"{x['cycles_per_row']:.0f}" for x in rows.values())
+             + " cycles/row, " + ", ".join(f"{x['speedup_vs_sort']:.2f}" for x in rows.values())
+             + "x a full sort"]
     for k in ("trace_paper", "trace_tuned"):
         x = r[k]
         lines.append(f"{k}: {x['rows']} rows of {x['mean_entries']:.0f} entries, "
