@@ -54,7 +54,7 @@ verilog: $(STAMP)
 
 # every block's folder (both tiers) and the flow tests; a PASS/FAIL line per block at the end
 sim: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q $(filter-out verif/golden/ verif/lib/,$(wildcard verif/*/))
+	$(PY) -m pytest -n $(JOBS) -q $(filter-out verif/golden/ verif/lib/ verif/__pycache__/,$(wildcard verif/*/))
 
 synth: $(STAMP)
 	$(PY) -m synth.run $(if $(CONFIG),--config $(CONFIG))
