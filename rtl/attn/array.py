@@ -22,7 +22,7 @@ class SystolicArray(wiring.Component):
     rows and columns past the matrix edge), ``first`` on k = 0 and ``last`` on k = K - 1. The
     input skew registers ``a[r]`` r + 1 times and ``b[c]`` c + 1 times; ``a`` then moves right
     one cell a cycle with its ``first``/``last``/``valid`` flags and ``b`` moves down, so cell
-    (r, c) multiplies beat k at cycle k + r + c + 1 and adds the product a cycle later. On ``last`` a cell moves its sum into its result
+    (r, c) sees beat k at cycle k + r + c + 1. On ``last`` a cell moves its sum into its result
     register; the drain offers the tile's rows in order on ``o``, row r as soon as its N
     results are in, while the cells already accumulate the next tile. Why output-stationary:
     each product is used once, the tile's K-long reduction stays in the cell (no partial sums
@@ -80,9 +80,8 @@ class SystolicArray(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from the transfer of a tile's last beat to the offer of its last row, ``o``
-        ready: the skew and the array (2n - 1), the product register (1), the result register
-        (1)."""
-        return 2 * self._n + 1
+        ready: the skew and the array (2n - 1), the result register (1)."""
+        return 2 * self._n
 
     def tile_beats(self, k: int) -> int:
         """Beats a tile of reduction length k takes: k, padded to n."""
@@ -174,17 +173,13 @@ class SystolicArray(wiring.Component):
         """Cell (r, c); returns its conflict: a result to keep while the last is undrained."""
         run = x.run
         acc = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_acc")
-        # the product is registered (in the multiplier's own register on FPGAs), its flags
-        # with it; the sum runs a cycle behind the operands
-        prod = Signal(signed(16), name=f"pe_{r}_{c}_prod")
-        p_f = Signal(x.flags_t, name=f"pe_{r}_{c}_pf")
-        with m.If(run):
-            m.d.sync += [prod.eq(a_v * b_v), p_f.eq(a_f)]
+        # (a registered product, for the clock, made nextpnr's router fail to converge on the
+        # 8 x 8 array in 30 minutes, against 2 minutes without it: not kept)
         total = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_sum")
-        m.d.comb += total.eq(Mux(p_f.first, 0, acc) + prod)
+        m.d.comb += total.eq(Mux(a_f.first, 0, acc) + a_v * b_v)
         capture = x.capture[r][c]
-        m.d.comb += capture.eq(p_f.valid & p_f.last)
-        with m.If(run & p_f.valid):
+        m.d.comb += capture.eq(a_f.valid & a_f.last)
+        with m.If(run & a_f.valid):
             m.d.sync += acc.eq(total)
         with m.If(run & capture):
             m.d.sync += x.res[r][c].eq(total)
@@ -214,7 +209,7 @@ class SystolicArray(wiring.Component):
         """busy: from a tile's first beat until its last row has left."""
         n, perf, take = self._n, self.perf, x.take
         in_tile = Signal()
-        pending = Signal(range(2 * n + 4))      # tiles whose last beat is in, not drained
+        pending = Signal(range(2 * n + 2))      # tiles whose last beat is in, not drained
         tile_out = Signal()
         m.d.comb += tile_out.eq(x.drained & (x.row == n - 1))
         with m.If(take):
