@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     print("[3/4] RTL against the golden model under Verilator (every beat compared)")
     for name in benched_blocks():
         lines = []
-        with _step(f"  {name}: synthetic streams and the bundled trace, both presets",
+        with _step(f"  {name}: its benchmark (synthetic inputs and the bundled trace)",
                    f"rtl_{name}.log", status):
             r = bench_block(name, cfg, Path("build/bench"))
             lines = [f"PASS {name}: every output beat equals the golden model's"]
