@@ -29,7 +29,7 @@ LOGS = Path("build/logs")
 def _step(title: str, log: str, status: dict):
     """Run a step with its prints and logging sent to build/logs/<log>; on an error, say
     FAIL and where to look, and go on with the next step."""
-    print(title, flush=True)
+    print(title + " ...", end=" ", flush=True)
     LOGS.mkdir(parents=True, exist_ok=True)
     path = LOGS / log
     t0 = time.time()
@@ -39,11 +39,11 @@ def _step(title: str, log: str, status: dict):
         try:
             with contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
                 yield
-            print(f"  done in {time.time() - t0:.0f} s (log: {path})", flush=True)
+            print(f"done in {time.time() - t0:.0f} s (log: {path})", flush=True)
         except Exception:
             f.write(traceback.format_exc())
             status["failed"].append(title)
-            print(f"  FAIL: see {path}", flush=True)
+            print(f"FAIL: see {path}", flush=True)
         finally:
             logging.getLogger().removeHandler(handler)
 
