@@ -12,7 +12,8 @@ import numpy as np
 
 from .numerics import ExpUnit, hash_bits, project
 
-__all__ = ["gemm", "gemm_tiles", "gemm_rows", "hash_words", "ExpUnit", "exp_registers"]
+__all__ = ["gemm", "gemm_tiles", "gemm_rows", "hash_words", "ExpUnit", "exp_registers",
+           "score_rows"]
 
 
 def gemm(a, b) -> np.ndarray:
@@ -65,3 +66,17 @@ def exp_registers(unit: ExpUnit) -> dict:
     """The exp unit's run-time registers for a golden unit: ``beta_m`` and ``beta_shift =
     beta_s - frac_bits``."""
     return {"beta_m": unit.beta_m, "beta_shift": unit.beta_s - unit.frac_bits}
+
+
+def score_rows(queries, reps, counts, unit: ExpUnit, score_bits: int) -> list:
+    """Cluster scoring (docs/numerics.md §6) of one KV head's query rows against its
+    candidates' representative keys: per row a :class:`golden.wtu.Row` of the integer scores
+    ``s = q·k̄``, the weights ``unit(s - max_row s)`` and the member counts, as the WTU
+    takes them (``golden.resv.ResvLayer.select`` computes the same)."""
+    from .numerics import check_width
+    from .wtu import Row
+    sc = gemm(queries, reps)
+    check_width(sc, score_bits, True, "score")
+    w = unit(sc - sc.max(axis=1, keepdims=True))
+    counts = np.asarray(counts, np.int64)
+    return [Row(sc[r], w[r], counts) for r in range(len(sc))]

@@ -191,7 +191,8 @@ class ResvLayer:
                 w = self._weights(sc)
                 if self.record is not None:      # the WTU's input rows, for its testbenches
                     self.record.append(dict(layer=self.layer, step=s, head=h, cluster=cand,
-                                            score=sc, weight=w, count=cnt))
+                                            score=sc, weight=w, count=cnt, query=rows,
+                                            rep=rep[:, j], exp=getattr(self, "exp", None)))
                 valid = np.ones(sc.shape, bool)
                 n = np.broadcast_to(cnt, sc.shape)
                 for th in th_rs:

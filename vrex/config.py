@@ -267,7 +267,9 @@ class Config:
             return dict(n=self.attn_n, k_max=self.attn_k_max, acc_bits=self.attn_acc_bits,
                         k_buf=self.attn_k_buf, b_rows=self.attn_b_rows, n_hp=self.n_hp,
                         layers=self.contexts, step_bits=self.step_bits,
-                        counter_bits=self.counter_bits)
+                        wtu_lanes=self.wtu_lanes, score_bits=self.score_bits,
+                        weight_bits=self.weight_bits, count_bits=self.count_bits,
+                        exp_frac_bits=self.exp_frac_bits, counter_bits=self.counter_bits)
         if block == "attn_array":
             return dict(n=self.attn_n, k_max=self.attn_k_max, acc_bits=self.attn_acc_bits,
                         counter_bits=self.counter_bits)
@@ -364,6 +366,6 @@ _WTU_NAMES = {"lanes": "wtu_lanes", "row_entries": "wtu_row_entries",
               "score_bits": "score_bits (from head_dim)"}
 _ARRAY_NAMES = {"n": "attn_n", "k_max": "attn_k_max", "acc_bits": "attn_acc_bits"}
 _ENGINE_NAMES = {**_ARRAY_NAMES, "k_buf": "attn_k_buf", "b_rows": "attn_b_rows",
-                 "layers": "hcu_contexts"}
+                 "layers": "hcu_contexts", "score_bits": "score_bits (from head_dim)"}
 _EXP_NAMES = {"lanes": "attn_n", "frac_bits": "exp_frac_bits",
               "x_bits": "score_bits + 1 (from head_dim)"}

@@ -109,7 +109,8 @@ def array_rules(*, n, k_max, acc_bits, counter_bits, names: dict | None = None) 
                              f"(int8 products summed), not {acc_bits!r}")
 
 
-def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, counter_bits,
+def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, wtu_lanes,
+                 score_bits, weight_bits, count_bits, exp_frac_bits, counter_bits,
                  names: dict | None = None) -> None:
     """What the attention engine accepts (``rtl.attn.engine.AttentionEngine``)."""
     nm = _namer(names)
@@ -125,3 +126,11 @@ def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, 
     if n_hp > b_rows:
         raise ParameterError(f"{nm('n_hp')} must be at most {nm('b_rows')} ({b_rows}), "
                              f"not {n_hp!r}")
+    power_of_two(nm("wtu_lanes"), wtu_lanes)
+    positive_int(nm("count_bits"), count_bits)
+    if not _is_int(score_bits) or not 17 <= score_bits <= acc_bits:
+        raise ParameterError(f"{nm('score_bits')} must be an integer from 17 to "
+                             f"{nm('acc_bits')} ({acc_bits}), not {score_bits!r}")
+    exp_rules(lanes=n, frac_bits=exp_frac_bits, weight_bits=weight_bits, x_bits=score_bits + 1,
+              names={"lanes": nm("n"), "frac_bits": nm("exp_frac_bits"),
+                     "weight_bits": nm("weight_bits"), "x_bits": nm("score_bits") + " + 1"})

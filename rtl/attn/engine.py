@@ -3,15 +3,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from vrex.rules import engine_rules
 
-from ..lib import counter_layout
+from ..lib import counter_layout, reduce_tree
 from .array import SystolicArray
+from .exp import ExpUnit
 
 __all__ = ["AttentionEngine", "Kind"]
 
@@ -20,6 +21,7 @@ class Kind:
     """Command kinds (the ``kind`` field of a command)."""
     GEMM = 0        # C = A·Bᵀ, int out on o_gemm
     HASH = 1        # sign(A·Bᵀ - bias) packed into hash words on o_hash (the HCU's input)
+    SCORE = 2       # scores, exp weights and counts of candidates on o_score (the WTU's input)
 
 
 class AttentionEngine(wiring.Component):
@@ -38,6 +40,16 @@ class AttentionEngine(wiring.Component):
       centring bias); one beat per token on ``o_hash`` in the HCU's input format (``hash``,
       ``layer``, ``step``; ``first`` on the command's first token, ``last`` on its final one),
       so ``o_hash`` connects to the HCU's ``i`` without glue.
+    - ``SCORE`` (docs/numerics.md §6): A holds one KV head's query rows, B the representative
+      keys of its ``l`` candidate clusters, and ``bias`` carries first the candidates' member
+      counts (``ceil(l / n)`` beats of n). Per row, ``s = A·Bᵀ``, its maximum over the row,
+      the weight ``exp((s - max)·α)`` from the exponential unit (β from the command's
+      ``beta_m`` and ``beta_shift``) and the count, on ``o_score`` in the WTU's input format:
+      ``ceil(l / wtu_lanes)`` beats a row (``valid`` lanes, ``first``/``last`` per row,
+      ``head_last`` on the command's last row), so ``o_score`` connects to the WTU's ``i``
+      without glue. A row's scores wait in a score buffer (two halves of n rows by ``b_rows``
+      scores) until its last column tile has set its maximum; the exp stage then reads the
+      half n scores a cycle while the array fills the other half with the next row tile.
 
     Buffers: B whole (``b_rows`` rows of ``k_buf`` values, one memory per row residue mod n,
     so beat k of a tile reads one word of each and picks element k mod n: no transposer); A two
@@ -46,18 +58,21 @@ class AttentionEngine(wiring.Component):
     holds; rows past m or l and steps past k feed zeros, and a reduction shorter than n is
     padded to n beats (the array's contract).
 
-    A command with ``m``, ``k`` or ``l`` zero, ``k > k_buf``, ``l > b_rows``, an unknown kind,
-    or a hash command with ``l != n_hp`` is refused: its operand beats (as its sizes imply) are
+    A command with ``m``, ``k`` or ``l`` zero, ``k > k_buf``, ``l > b_rows``, a score command
+    with ``k > 2**(score_bits - 16)`` (its scores would not fit), an unknown kind, or a hash
+    command with ``l != n_hp`` is refused: its operand beats (as its sizes imply) are
     consumed and dropped, ``error`` is set (sticky) with ``error_code``, ``refused`` counts it,
     and the engine takes the next command.
 
     Parameters (keyword-only, all required; ``vrex.rules.engine_rules``)
         ``n``, ``k_max``, ``acc_bits`` as the array's; ``k_buf`` the longest row the buffers
         hold (a multiple of n, at most k_max); ``b_rows`` rows of B held (a multiple of n);
-        ``n_hp`` hash width; ``layers``, ``step_bits`` the HCU's tag widths;
-        ``counter_bits``.
+        ``n_hp`` hash width; ``layers``, ``step_bits`` the HCU's tag widths; ``wtu_lanes``,
+        ``score_bits``, ``weight_bits``, ``count_bits`` the WTU's input format;
+        ``exp_frac_bits`` the exponential unit's table bits; ``counter_bits``.
     Attributes
-        ``cmd``, ``a``, ``b``, ``bias`` in streams; ``o_gemm``, ``o_hash`` out streams;
+        ``cmd``, ``a``, ``b``, ``bias`` in streams; ``o_gemm``, ``o_hash``, ``o_score`` out
+        streams;
         ``error``, ``error_code`` (1 bad size, 2 bad kind, 3 hash width); ``perf``: the array's
         counters (``beats``, ``starved``, ``held``, ``tiles``, ``rows``) and the engine's
         (``busy``, ``commands``, ``refused``, ``feed_stalled``, ``out_stalled``).
@@ -67,18 +82,24 @@ class AttentionEngine(wiring.Component):
             "held", "tiles", "rows")
 
     def __init__(self, *, n: int, k_max: int, acc_bits: int, k_buf: int, b_rows: int,
-                 n_hp: int, layers: int, step_bits: int, counter_bits: int):
+                 n_hp: int, layers: int, step_bits: int, wtu_lanes: int, score_bits: int,
+                 weight_bits: int, count_bits: int, exp_frac_bits: int, counter_bits: int):
         engine_rules(n=n, k_max=k_max, acc_bits=acc_bits, k_buf=k_buf, b_rows=b_rows,
-                     n_hp=n_hp, layers=layers, step_bits=step_bits, counter_bits=counter_bits)
+                     n_hp=n_hp, layers=layers, step_bits=step_bits, wtu_lanes=wtu_lanes,
+                     score_bits=score_bits, weight_bits=weight_bits, count_bits=count_bits,
+                     exp_frac_bits=exp_frac_bits, counter_bits=counter_bits)
         self._n, self._k_max, self._acc_bits = n, k_max, acc_bits
         self._k_buf, self._b_rows, self._n_hp = k_buf, b_rows, n_hp
         self._layers, self._step_bits, self._counter_bits = layers, step_bits, counter_bits
+        self._wtu_lanes, self._score_bits = wtu_lanes, score_bits
+        self._weight_bits, self._count_bits = weight_bits, count_bits
         self._array = SystolicArray(n=n, k_max=k_max, acc_bits=acc_bits,
                                     counter_bits=counter_bits)
         layer_bits = max(1, ceil_log2(layers))
         vec = data.ArrayLayout(signed(8), n)
         self.cmd_layout = data.StructLayout({"kind": 2, "m": 16, "k": 16, "l": 16,
-                                             "layer": layer_bits, "step": step_bits})
+                                             "layer": layer_bits, "step": step_bits,
+                                             "beta_m": 16, "beta_shift": 6})
         self.chunk_layout = data.StructLayout({"data": vec})
         self.bias_layout = data.StructLayout({"data": data.ArrayLayout(signed(acc_bits), n)})
         self.gemm_layout = data.StructLayout({"c": data.ArrayLayout(signed(acc_bits), n),
@@ -86,6 +107,19 @@ class AttentionEngine(wiring.Component):
         # the HCU's input beat, field for field
         self.hash_layout = data.StructLayout({"hash": n_hp, "layer": layer_bits,
                                               "step": step_bits, "first": 1, "last": 1})
+        # the WTU's input beat, field for field
+        lane = data.StructLayout({"score": signed(score_bits), "weight": weight_bits,
+                                  "count": count_bits})
+        self.score_layout = data.StructLayout({"entry": data.ArrayLayout(lane, wtu_lanes),
+                                               "valid": wtu_lanes, "first": 1, "last": 1,
+                                               "head_last": 1})
+        # what travels beside the exponential unit: the word's scores, counts and framing
+        self._exp_tag = data.StructLayout({
+            "score": data.ArrayLayout(signed(score_bits), n),
+            "count": data.ArrayLayout(count_bits, n),
+            "valid": n, "first": 1, "last": 1, "head_last": 1})
+        self._exp = ExpUnit(lanes=n, frac_bits=exp_frac_bits, weight_bits=weight_bits,
+                            x_bits=score_bits + 1, tag_layout=self._exp_tag)
         self.perf_layout = counter_layout(self.PERF, counter_bits)
         super().__init__({
             "cmd": In(stream.Signature(self.cmd_layout)),
@@ -94,6 +128,7 @@ class AttentionEngine(wiring.Component):
             "bias": In(stream.Signature(self.bias_layout)),
             "o_gemm": Out(stream.Signature(self.gemm_layout)),
             "o_hash": Out(stream.Signature(self.hash_layout)),
+            "o_score": Out(stream.Signature(self.score_layout)),
             "error": Out(1),
             "error_code": Out(2),
             "perf": Out(self.perf_layout),
@@ -107,6 +142,12 @@ class AttentionEngine(wiring.Component):
     k_buf = property(lambda self: self._k_buf)
     b_rows = property(lambda self: self._b_rows)
     n_hp = property(lambda self: self._n_hp)
+    wtu_lanes = property(lambda self: self._wtu_lanes)
+
+    @property
+    def score_k_max(self) -> int:
+        """The longest score reduction whose scores fit ``score_bits``."""
+        return min(self._k_buf, 1 << (self._score_bits - 16))
 
     @property
     def memory_bits(self) -> int:
@@ -129,12 +170,16 @@ class AttentionEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.array = self._array
+        m.submodules.exp = self._exp
         x = SimpleNamespace()
         self._buffers(m, x)
         self._command(m, x)
         self._a_loader(m, x)
         self._feeder(m, x)
         self._outputs(m, x)
+        self._score_writer(m, x)
+        self._score_reader(m, x)
+        self._score_packer(m, x)
         self._counters(m, x)
         return m
 
@@ -151,11 +196,21 @@ class AttentionEngine(wiring.Component):
             m.submodules[f"b_lane_{r}"] = bm
             x.a_mem.append((am.write_port(), am.read_port()))
             x.b_mem.append((bm.write_port(), bm.read_port()))
-        # the hash biases, n a word, word j for hyperplanes j·n .. j·n + n - 1
+        # the column vector, n a word, word j for columns j·n .. j·n + n - 1: the hash biases
+        # (hyperplanes) or the member counts (candidates)
         bm = memory.Memory(shape=data.ArrayLayout(signed(self._acc_bits), n),
-                           depth=-(-self._n_hp // n), init=[])
+                           depth=max(-(-self._n_hp // n), self._b_rows // n), init=[])
         m.submodules.bias_mem = bm
         x.bias_wr, x.bias_rd = bm.write_port(), bm.read_port()
+        x.count_rd = bm.read_port()
+        # the score buffer: two halves (row tiles) of n rows by b_rows // n words of n scores
+        x.row_words = self._b_rows // n
+        sm = memory.Memory(shape=data.ArrayLayout(signed(self._score_bits), n),
+                           depth=2 * self._b_rows, init=[])
+        m.submodules.score_mem = sm
+        x.score_wr, x.score_rd = sm.write_port(), sm.read_port()
+        x.score_full = [Signal(name=f"score_full_{h}") for h in range(2)]
+        x.score_free = [Signal(name=f"score_free_{h}") for h in range(2)]
 
     def _command(self, m, x):
         """Take a command, check it, load biases and B (or drop a refused command's beats)."""
@@ -168,14 +223,16 @@ class AttentionEngine(wiring.Component):
         x.start = start = Signal()             # the A loader and the feeder may begin
         x.feed_done = Signal()
         x.out_done = Signal()
+        x.score_done = Signal()
         p = self.cmd.payload
         bad_size = Signal()
         bad_kind = Signal()
         bad_hash = Signal()
         m.d.comb += [
             bad_size.eq((p.m == 0) | (p.k == 0) | (p.l == 0) | (p.k > self._k_buf) |
-                        (p.l > self._b_rows)),
-            bad_kind.eq(p.kind > Kind.HASH),
+                        (p.l > self._b_rows) |
+                        ((p.kind == Kind.SCORE) & (p.k > self.score_k_max))),
+            bad_kind.eq(p.kind > Kind.SCORE),
             bad_hash.eq((p.kind == Kind.HASH) & (p.l != self._n_hp)),
         ]
         row = Signal(16)
@@ -210,10 +267,11 @@ class AttentionEngine(wiring.Component):
                                      self.error_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
                                      drop_a_row.eq(Mux(kcv == 0, p.m, 0)), drop_a_chunk.eq(0),
                                      drop_b_row.eq(Mux(kcv == 0, p.l, 0)), drop_b_chunk.eq(0),
-                                     drop_bias.eq(Mux(p.kind == Kind.HASH,
+                                     drop_bias.eq(Mux((p.kind == Kind.HASH) |
+                                                      (p.kind == Kind.SCORE),
                                                       (p.l + n - 1) >> exact_log2(n), 0))]
                         m.next = "DROP"
-                    with m.Elif(p.kind == Kind.HASH):
+                    with m.Elif((p.kind == Kind.HASH) | (p.kind == Kind.SCORE)):
                         m.next = "BIAS"
                     with m.Else():
                         m.next = "LOAD_B"
@@ -250,7 +308,7 @@ class AttentionEngine(wiring.Component):
                         m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += start.eq(1)
-                with m.If(x.feed_done & x.out_done):
+                with m.If(x.feed_done & x.out_done & x.score_done):
                     m.next = "IDLE"
 
     def _a_loader(self, m, x):
@@ -372,6 +430,7 @@ class AttentionEngine(wiring.Component):
         m.d.comb += last_tile.eq((out_i == x.mt - 1) & (out_j == x.lt - 1))
         take = Signal()
         is_hash = x.cur.kind == Kind.HASH
+        x.out_i, x.out_j, x.real, x.out_take = out_i, out_j, real, take
         # gemm
         m.d.comb += [self.o_gemm.payload.row.eq(grow),
                      self.o_gemm.payload.col.eq(out_j << exact_log2(n)),
@@ -405,6 +464,8 @@ class AttentionEngine(wiring.Component):
             m.d.comb += arr.o.ready.eq(1)                       # gathered, not yet a token
         with m.Elif(is_hash):
             m.d.comb += [self.o_hash.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_hash.ready)]
+        with m.Elif(x.cur.kind == Kind.SCORE):
+            m.d.comb += arr.o.ready.eq(~Array(x.score_full)[out_i[0]])   # a free half
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
         m.d.comb += take.eq(arr.o.valid & arr.o.ready)
@@ -420,6 +481,159 @@ class AttentionEngine(wiring.Component):
             m.d.sync += [out_i.eq(0), out_j.eq(0)]
         x.out_stalled = Signal()
         m.d.comb += x.out_stalled.eq(arr.o.valid & ~arr.o.ready)
+
+    def _score_writer(self, m, x):
+        """Score rows into the free half of the score buffer; each row's running maximum over
+        its real columns; the half is full once the row tile's last column tile is in."""
+        n, arr = self._n, self._array
+        sb = self._score_bits
+        x.row_max = [[Signal(signed(sb), name=f"row_max_{h}_{r}") for r in range(n)]
+                     for h in range(2)]
+        o = arr.o.payload
+        half = x.out_i[0]
+        col0 = x.out_j << exact_log2(n)
+        write = Signal()
+        m.d.comb += write.eq(x.out_take & x.real & (x.cur.kind == Kind.SCORE))
+        m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
+                     x.score_wr.en.eq(write)]
+        lowest = Const(-(1 << (sb - 1)), signed(sb))
+        vals = []
+        for t in range(n):
+            m.d.comb += x.score_wr.data[t].eq(o.c[t])
+            v = Signal(signed(sb), name=f"score_in_{t}")
+            m.d.comb += v.eq(Mux(col0 + t < x.cur.l, o.c[t], lowest))
+            vals.append(v)
+        beat_max = reduce_tree(m, vals, lambda p, q: Mux(p > q, p, q), "score_beat_max")
+        for h in range(2):
+            for r in range(n):
+                cur_max = x.row_max[h][r]
+                with m.If(write & (half == h) & (o.row == r)):
+                    m.d.sync += cur_max.eq(Mux((x.out_j == 0) | (beat_max > cur_max),
+                                               beat_max, cur_max))
+        for h in range(2):
+            with m.If(x.out_take & o.last & (x.out_j == x.lt - 1) & (half == h) &
+                      (x.cur.kind == Kind.SCORE)):
+                m.d.sync += x.score_full[h].eq(1)
+            with m.Elif(x.score_free[h] | ~x.start):
+                m.d.sync += x.score_full[h].eq(0)
+
+    def _score_reader(self, m, x):
+        """A full half, word by word and row by row, into the exponential unit: ``s - max``
+        for the real columns, with the scores, counts and row framing beside it."""
+        n, exp = self._n, self._exp
+        ph = Signal()                            # the half being read
+        ptile = Signal(16)                       # its row tile
+        pr = Signal(range(n))                    # row in the tile
+        pj = Signal(16)                          # word in the row
+        rows_here = Signal(range(n + 1))
+        m.d.comb += rows_here.eq(Mux(x.cur.m - (ptile << exact_log2(n)) >= n, n,
+                                     x.cur.m - (ptile << exact_log2(n))))
+        f1_valid = Signal()
+        f1_col0 = Signal(16)
+        f1_max = Signal(signed(self._score_bits))
+        f1_first, f1_last, f1_head_last = Signal(), Signal(), Signal()
+        advance = Signal()
+        issue = Signal()
+        m.d.comb += [advance.eq(~f1_valid | exp.i.ready),
+                     issue.eq(advance & x.start & Array(x.score_full)[ph])]
+        m.d.comb += [x.score_rd.addr.eq((ph * n + pr) * x.row_words + pj),
+                     x.score_rd.en.eq(advance),
+                     x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
+        row_last = pj == x.lt - 1
+        with m.If(advance):
+            m.d.sync += [f1_valid.eq(issue), f1_col0.eq(pj << exact_log2(n)),
+                         f1_max.eq(Array(Array(x.row_max[h]) for h in range(2))[ph][pr]),
+                         f1_first.eq(pj == 0), f1_last.eq(row_last),
+                         f1_head_last.eq(row_last &
+                                         ((ptile << exact_log2(n)) + pr == x.cur.m - 1))]
+        with m.If(issue):
+            with m.If(row_last):
+                m.d.sync += pj.eq(0)
+                with m.If(pr == rows_here - 1):
+                    m.d.sync += [pr.eq(0), ph.eq(~ph), ptile.eq(ptile + 1)]
+                    for h in range(2):
+                        m.d.comb += x.score_free[h].eq(ph == h)
+                with m.Else():
+                    m.d.sync += pr.eq(pr + 1)
+            with m.Else():
+                m.d.sync += pj.eq(pj + 1)
+        with m.If(~x.start):
+            m.d.sync += [ph.eq(0), ptile.eq(0), pr.eq(0), pj.eq(0), f1_valid.eq(0)]
+        tag = exp.i.payload.tag
+        for t in range(n):
+            real = Signal(name=f"score_real_{t}")
+            m.d.comb += [real.eq(f1_col0 + t < x.cur.l),
+                         exp.i.payload.x[t].eq(Mux(real, x.score_rd.data[t] - f1_max, 0)),
+                         tag.score[t].eq(Mux(real, x.score_rd.data[t], 0)),
+                         tag.count[t].eq(Mux(real, x.count_rd.data[t], 0)),
+                         tag.valid[t].eq(real)]
+        m.d.comb += [exp.i.valid.eq(f1_valid), tag.first.eq(f1_first), tag.last.eq(f1_last),
+                     tag.head_last.eq(f1_head_last),
+                     exp.beta_m.eq(x.cur.beta_m), exp.beta_shift.eq(x.cur.beta_shift)]
+
+    def _score_packer(self, m, x):
+        """Exp-unit words (n entries) into WTU beats (``wtu_lanes`` entries): several words
+        gathered into one beat, or one word split into several, a row never sharing a beat."""
+        n, L, exp = self._n, self._wtu_lanes, self._exp
+        ot = exp.o.payload.tag
+        rows_out = Signal(16)
+        o = self.o_score
+        entries = []
+        for t in range(n):
+            e = Signal(self.score_layout.members["entry"].elem_shape, name=f"score_entry_{t}")
+            m.d.comb += [e.score.eq(ot.score[t]), e.weight.eq(Mux(ot.valid[t], exp.o.payload.w[t], 0)),
+                         e.count.eq(ot.count[t])]
+            entries.append(e)
+        if L >= n:
+            g = L // n
+            slot = Signal(range(g))
+            asm = Signal(self.score_layout, name="score_asm")       # the beat being gathered
+            can = Signal()
+            m.d.comb += [can.eq(~o.valid | o.ready), exp.o.ready.eq(can)]
+            with m.If(o.valid & o.ready):
+                m.d.sync += o.valid.eq(0)
+            merged = Signal(self.score_layout, name="score_merged")
+            m.d.comb += merged.eq(asm)
+            for s_ in range(g):
+                with m.If(slot == s_):
+                    for t in range(n):
+                        m.d.comb += [merged.entry[s_ * n + t].eq(entries[t]),
+                                     merged.valid[s_ * n + t].eq(ot.valid[t])]
+            with m.If(slot == 0):
+                m.d.comb += merged.first.eq(ot.first)
+            m.d.comb += [merged.last.eq(ot.last), merged.head_last.eq(ot.head_last)]
+            with m.If(exp.o.valid & can):
+                with m.If(ot.last | (slot == g - 1)):
+                    m.d.sync += [o.payload.eq(merged), o.valid.eq(1), slot.eq(0), asm.eq(0)]
+                with m.Else():
+                    m.d.sync += [asm.eq(merged), slot.eq(slot + 1)]
+            with m.If(~x.start):
+                m.d.sync += [slot.eq(0), asm.eq(0)]
+        else:
+            g = n // L
+            sub = Signal(range(g))
+            final = Signal()
+            nxt = Array(Cat(ot.valid[(s_ + 1) * L] if s_ + 1 < g else Const(0, 1))
+                        for s_ in range(g))[sub]
+            m.d.comb += final.eq(~nxt)
+            for s_ in range(g):
+                with m.If(sub == s_):
+                    for j in range(L):
+                        m.d.comb += [o.payload.entry[j].eq(entries[s_ * L + j]),
+                                     o.payload.valid[j].eq(ot.valid[s_ * L + j])]
+            m.d.comb += [o.valid.eq(exp.o.valid), o.payload.first.eq(ot.first & (sub == 0)),
+                         o.payload.last.eq(ot.last & final),
+                         o.payload.head_last.eq(ot.head_last & final),
+                         exp.o.ready.eq(o.ready & final)]
+            with m.If(o.valid & o.ready):
+                m.d.sync += sub.eq(Mux(final, 0, sub + 1))
+            with m.If(~x.start):
+                m.d.sync += sub.eq(0)
+        with m.If(o.valid & o.ready & o.payload.last):
+            m.d.sync += rows_out.eq(rows_out + 1)
+        with m.If(~x.start):
+            m.d.sync += rows_out.eq(0)
+        m.d.comb += x.score_done.eq((x.cur.kind != Kind.SCORE) | (rows_out == x.cur.m))
 
     def _counters(self, m, x):
         perf, ap = self.perf, self._array.perf

@@ -114,7 +114,7 @@ def bad_command(ports: dict, kind, m, k, l, n: int):
     """Append a command the engine must refuse, with the operand beats its sizes imply."""
     kc = -(-k // n)
     ports["cmd"].append({"kind": kind, "m": m, "k": k, "l": l})
-    if kind == 1:
+    if kind in (1, 2):
         ports["bias"] += [{"data": [0] * n}] * (-(-l // n))
     ports["b"] += [{"data": [1] * n}] * (l * kc)
     ports["a"] += [{"data": [1] * n}] * (m * kc)
@@ -154,3 +154,50 @@ def trace_hash_commands(preset: str, cfg, steps=None):
             tokens += [Token(int(w), layer, s, int(t == 0), int(t == b - a0 - 1))
                        for t, w in enumerate(words)]
     return ports, want, tokens, run_cfg
+
+
+def score_command(ports: dict, queries, reps, counts, unit, cfg) -> list[dict]:
+    """Append a score command (one KV head's query rows against its candidates'
+    representative keys and member counts) to ``ports``; return its ``o_score`` beats, the
+    WTU's input beats of ``golden.attn.score_rows``."""
+    from golden.attn import exp_registers, score_rows
+    from verif.wtu.model import all_beats
+    n = cfg.attn_n
+    queries, reps = np.asarray(queries), np.asarray(reps)
+    counts = np.asarray(counts, np.int64)
+    c = np.concatenate([counts, np.zeros(-len(counts) % n, np.int64)])
+    ports["cmd"].append({"kind": 2, "m": queries.shape[0], "k": queries.shape[1],
+                         "l": reps.shape[0], **exp_registers(unit)})
+    ports["bias"] += [{"data": [int(v) for v in c[i:i + n]]} for i in range(0, len(c), n)]
+    ports["b"] += chunks(reps, n)
+    ports["a"] += chunks(queries, n)
+    return all_beats([score_rows(queries, reps, counts, unit, cfg.score_bits)], cfg.wtu_lanes)
+
+
+def trace_score_commands(preset: str, cfg, n_groups: int, max_rows: int | None = None):
+    """The bundled trace's cluster scoring as engine commands, one per (layer, step, KV head)
+    group of the golden ReSV run (``n_groups`` spread over the run, rows that fit the WTU):
+    the group's query rows (the first ``max_rows`` of them, if given) against its candidates'
+    representative keys; groups with more candidates than ``cfg.attn_b_rows`` are left out.
+    The expected beats are the golden run's own scores, weights and counts (``record_rows``),
+    not recomputed. Returns ``(ports, o_score beats, heads for the WTU, run_cfg)``."""
+    from golden.attn import exp_registers
+    from verif.lib.traces import bundled
+    from verif.wtu.model import all_beats, trace_rows
+    tr, qt = bundled()
+    run_cfg, _, groups, heads = trace_rows(tr, qt, preset, cfg, n_groups=n_groups)
+    keep = [k for k, g in enumerate(groups) if len(g["count"]) <= cfg.attn_b_rows]
+    groups = [groups[k] for k in keep]
+    heads = [heads[k][:max_rows] for k in keep]
+    ports = empty_ports()
+    n = cfg.attn_n
+    for g in groups:
+        g = {**g, "query": g["query"][:max_rows]}
+        c = np.asarray(g["count"], np.int64)
+        c = np.concatenate([c, np.zeros(-len(c) % n, np.int64)])
+        ports["cmd"].append({"kind": 2, "m": g["query"].shape[0], "k": g["query"].shape[1],
+                             "l": g["rep"].shape[0], **exp_registers(g["exp"])})
+        ports["bias"] += [{"data": [int(v) for v in c[i:i + n]]} for i in range(0, len(c), n)]
+        ports["b"] += chunks(g["rep"], n)
+        ports["a"] += chunks(g["query"], n)
+    return ports, all_beats(heads, cfg.wtu_lanes), heads, run_cfg

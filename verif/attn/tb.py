@@ -7,10 +7,11 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from golden.numerics import hyperplanes
+from golden.numerics import ExpUnit, hyperplanes
 from rtl import AttentionEngine
 from verif.attn.model import (bad_command, empty_ports, gemm_command, hash_command,
-                              random_int8, trace_hash_commands)
+                              random_int8, score_command, trace_hash_commands,
+                              trace_score_commands)
 from verif.lib.cocotb_tb import BlockTB, named
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
@@ -24,21 +25,23 @@ class EngineTB(BlockTB):
                          sources={"cmd": lambda e: e.cmd_layout, "a": lambda e: e.chunk_layout,
                                   "b": lambda e: e.chunk_layout, "bias": lambda e: e.bias_layout},
                          sinks={"o_gemm": lambda e: e.gemm_layout,
-                                "o_hash": lambda e: e.hash_layout})
+                                "o_hash": lambda e: e.hash_layout,
+                                "o_score": lambda e: e.score_layout})
 
-    async def run(self, ports, want_gemm, want_hash):
-        """Send every port's beats, take and compare both outputs; counters since the call."""
+    async def run(self, ports, want_gemm, want_hash, want_score=()):
+        """Send every port's beats, take and compare every output; counters since the call."""
         base = await self.perf()
         sends = [cocotb.start_soon(self.source[p].send(ports[p])) for p in SOURCES]
-        takes = [cocotb.start_soon(self.sink["o_gemm"].take(len(want_gemm), timeout=50_000)),
-                 cocotb.start_soon(self.sink["o_hash"].take(len(want_hash), timeout=50_000))]
-        got_gemm, got_hash = await takes[0], await takes[1]
+        want = {"o_gemm": want_gemm, "o_hash": want_hash, "o_score": list(want_score)}
+        takes = {o: cocotb.start_soon(self.sink[o].take(len(w), timeout=200_000))
+                 for o, w in want.items()}
+        got = {o: await t for o, t in takes.items()}
         for s in sends:
             await s
-        compare(got_gemm, want_gemm, what="gemm beat")
-        compare(got_hash, want_hash, what="hash beat")
-        await self.sink["o_gemm"].expect_quiet(4)
-        await self.sink["o_hash"].expect_quiet(4)
+        for o, w in want.items():
+            compare(got[o], w, what=o[2:] + " beat")
+        for o in want:
+            await self.sink[o].expect_quiet(4)
         perf = await self.perf()
         return {k: perf[k] - base[k] for k in perf}
 
@@ -104,6 +107,58 @@ async def random_hashes(dut):
 
 
 @cocotb.test()
+@cocotb.parametrize(crossing=named(CROSSINGS))
+async def score_commands(dut, crossing):
+    """Cluster scoring in the WTU's input format: candidate counts not a multiple of n or of
+    the WTU's lanes, one candidate, more rows than a row tile, as many candidates as B holds;
+    a steep exponential; back to back with a GEMM."""
+    tb = EngineTB(dut)
+    tb.cross(crossing, seed=8)
+    await tb.start()
+    n, L, cfg = tb.model.n, tb.model.b_rows, tb.cfg
+    rng = np.random.default_rng(8 + list(CROSSINGS).index(crossing))
+    ports, want = empty_ports(), []
+    k = tb.model.score_k_max
+    for (m, l), alpha in zip(((3, 5), (3 * n + 1, n + 3), (1, 1), (n, L)), (3e-3, 1e-2, 3e-3, 0.5)):
+        unit = ExpUnit.for_config(alpha, cfg)
+        want += score_command(ports, random_int8(rng, (m, k)), random_int8(rng, (l, k)),
+                              rng.integers(0, 1 << cfg.count_bits, l), unit, cfg)
+    want_gemm = gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
+    perf = await tb.run(ports, want_gemm, [], want)
+    assert perf["commands"] == 5 and perf["refused"] == 0
+
+
+@cocotb.test()
+async def score_extremes(dut):
+    """All -128 (the largest scores) and all 127 at the longest reduction whose scores fit."""
+    tb = EngineTB(dut)
+    tb.cross("both", seed=9)
+    await tb.start()
+    rng = np.random.default_rng(9)
+    k, cfg = tb.model.score_k_max, tb.cfg
+    unit = ExpUnit.for_config(3e-3, cfg)
+    ports, want = empty_ports(), []
+    for kind in ("min", "max", "sparse"):
+        want += score_command(ports, random_int8(rng, (5, k), kind),
+                              random_int8(rng, (7, k), kind), rng.integers(1, 9, 7), unit, cfg)
+    await tb.run(ports, [], [], want)
+    assert want[0]["entry"][0]["score"] == 128 * 128 * k
+
+
+@cocotb.test()
+@cocotb.parametrize(preset=named(["paper", "tuned"]))
+async def real_trace_scores(dut, preset):
+    """The bundled trace's cluster scoring under both presets: every score, weight and count
+    the golden ReSV run recorded for the WTU."""
+    tb = EngineTB(dut)
+    tb.cross("both" if preset == "paper" else "periodic", seed=10)
+    await tb.start()
+    ports, want, _, _ = trace_score_commands(preset, tb.cfg, n_groups=8)
+    assert ports["cmd"]
+    await tb.run(ports, [], [], want)
+
+
+@cocotb.test()
 async def refused_commands(dut):
     """Zero sizes, rows longer than the buffer, too many B rows, an unknown kind, a hash of the
     wrong width: each refused (its beats dropped, error set with its code), and the next
@@ -114,7 +169,8 @@ async def refused_commands(dut):
     n, K, L = tb.model.n, tb.model.k_buf, tb.model.b_rows
     rng = np.random.default_rng(5)
     for kind, m, k, l, code in ((0, 3, 0, 4, 1), (0, 2, K + 1, 4, 1), (0, 2, 8, L + 1, 1),
-                                (3, 2, 8, 4, 2), (1, 2, 8, tb.model.n_hp - 1, 3)):
+                                (3, 2, 8, 4, 2), (1, 2, 8, tb.model.n_hp - 1, 3),
+                                (2, 2, tb.model.score_k_max + 1, 4, 1)):
         await tb.reset()
         ports, want = empty_ports(), []
         bad_command(ports, kind, m, k, l, n)

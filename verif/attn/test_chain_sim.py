@@ -1,17 +1,19 @@
 """The chain the core will build, tested before the core: the engine's hash words go straight
 into the HCU (``wiring.connect``, no glue), and the HCU's clusters on the bundled trace are
-the golden model's. (The WTU half of the chain waits for the engine's scoring command.)"""
+the golden model's; the engine's scores, weights and counts go straight into the WTU, and its
+selections on the bundled trace are the golden model's."""
 import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from rtl import AttentionEngine, HashClusterUnit
+from rtl import AttentionEngine, HashClusterUnit, WicsumThresholdUnit
 from verif.hcu.model import expected
+from verif.wtu.model import expected as wtu_expected
 from verif.lib.amaranth_sim import run_ports
 from verif.lib.scoreboard import compare
 from vrex.config import Config
 
-from .model import trace_hash_commands
+from .model import trace_hash_commands, trace_score_commands
 
 
 class HashChain(wiring.Component):
@@ -49,3 +51,40 @@ def test_engine_hashes_cluster_as_the_golden_model(preset):
     got, _, _ = run_ports(dut, ports, {"o": len(tokens)}, regs=regs, cross="both",
                           max_cycles=200_000)
     compare(got["o"], expected(tokens, run), what="token")
+
+
+class ScoreChain(wiring.Component):
+    """The engine's ``o_score`` connected to the WTU's ``i``."""
+
+    def __init__(self, cfg):
+        self.engine = AttentionEngine.from_config(cfg)
+        self.wtu = WicsumThresholdUnit.from_config(cfg)
+        e, w = self.engine.signature.members, self.wtu.signature.members
+        super().__init__({"cmd": e["cmd"], "a": e["a"], "b": e["b"], "bias": e["bias"],
+                          "o": w["o"], "th_r": w["th_r"]})
+        self.out_layout = self.wtu.out_layout
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.engine, m.submodules.wtu = self.engine, self.wtu
+        wiring.connect(m, self.engine.o_score, self.wtu.i)
+        for port in ("cmd", "a", "b", "bias"):
+            wiring.connect(m, wiring.flipped(getattr(self, port)), getattr(self.engine, port))
+        wiring.connect(m, self.wtu.o, wiring.flipped(self.o))
+        m.d.comb += [self.wtu.th_r.eq(self.th_r), self.engine.o_gemm.ready.eq(1),
+                     self.engine.o_hash.ready.eq(1)]
+        return m
+
+
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
+def test_engine_scores_select_as_the_golden_model(preset):
+    cfg = Config(attn_n=8)
+    ports, _, heads, run_cfg = trace_score_commands(preset, cfg, n_groups=5, max_rows=30)
+    run = cfg.replace(th_r=run_cfg.th_r)
+    want, ref = wtu_expected(heads, run)
+    assert sum(len(h) for h in ref.heads) > 0
+    dut = ScoreChain(cfg)
+    regs = [(getattr(dut, k), v) for k, v in run.block_registers("wtu").items()]
+    got, _, _ = run_ports(dut, ports, {"o": len(want)}, regs=regs, cross="both",
+                          max_cycles=200_000)
+    compare(got["o"], want, what="selection beat")

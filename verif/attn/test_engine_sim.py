@@ -3,7 +3,7 @@ models (GEMM rows, hash words in the HCU's input format, refused commands)."""
 import numpy as np
 import pytest
 
-from golden.numerics import hyperplanes
+from golden.numerics import ExpUnit, hyperplanes
 from rtl import AttentionEngine
 from verif.lib.amaranth_sim import run_ports
 from verif.lib.pauses import CROSSINGS
@@ -11,17 +11,20 @@ from verif.lib.scoreboard import compare
 from vrex.config import Config
 from vrex.rules import ParameterError
 
-from .model import bad_command, empty_ports, gemm_command, hash_command, random_int8
+from .model import (bad_command, empty_ports, gemm_command, hash_command, random_int8,
+                    score_command, trace_score_commands)
 
 
-def run(cfg, ports, want_gemm, want_hash, *, cross="none", seed=0):
+def run(cfg, ports, want_gemm, want_hash, want_score=(), *, cross="none", seed=0):
     dut = AttentionEngine.from_config(cfg)
-    sinks = {"o_gemm": len(want_gemm), "o_hash": len(want_hash)}
+    sinks = {"o_gemm": len(want_gemm), "o_hash": len(want_hash),
+             "o_score": len(want_score)}
     got, when, perf = run_ports(dut, ports, sinks, cross=cross, seed=seed,
                                 read={"error": dut.error, "error_code": dut.error_code},
                                 max_cycles=400_000)
     compare(got["o_gemm"], want_gemm, what="gemm beat")
     compare(got["o_hash"], want_hash, what="hash beat")
+    compare(got["o_score"], list(want_score), what="score beat")
     return got, when, perf
 
 
@@ -56,6 +59,52 @@ def test_hash_commands(cross):
     assert perf["commands"] == 3 and perf["error"] == 0
 
 
+@pytest.mark.parametrize("cross", CROSSINGS)
+@pytest.mark.parametrize("n, lanes", [(4, 16), (8, 16), (8, 4), (4, 4)])
+def test_score_commands(n, lanes, cross):
+    """Cluster scoring in the WTU's input format: candidates not a multiple of n or of the
+    WTU's lanes, a single candidate, rows shorter than n, and more rows than one row tile
+    (the two score-buffer halves alternate), back to back with a GEMM."""
+    cfg = small(n, wtu_lanes=lanes)
+    rng = np.random.default_rng(10 * n + lanes + list(CROSSINGS).index(cross))
+    unit = ExpUnit.for_config(3e-3, cfg)
+    ports, want, want_gemm = empty_ports(), [], []
+    for m, k, l in ((3, 64, 5), (3 * n + 1, 13, n + 3), (n, 64, 32), (1, 1, 1)):
+        want += score_command(ports, random_int8(rng, (m, k)), random_int8(rng, (l, k)),
+                              rng.integers(0, 1 << 16, l), unit, cfg)
+    want_gemm += gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
+    _, _, perf = run(cfg, ports, want_gemm, [], want, cross=cross, seed=4)
+    assert perf["commands"] == 5 and perf["error"] == 0
+
+
+@pytest.mark.parametrize("kind", ["min", "max", "sparse"])
+def test_score_extremes(kind):
+    """All -128 (the largest scores), all 127, mostly zero (ties at the row maximum) at the
+    longest reduction whose scores fit score_bits; a steep exponential that zeroes most
+    weights."""
+    cfg = small(4, head_dim=64)
+    rng = np.random.default_rng(11)
+    k = AttentionEngine.from_config(cfg).score_k_max
+    ports, want = empty_ports(), []
+    for alpha in (3e-3, 0.5):
+        unit = ExpUnit.for_config(alpha, cfg)
+        want += score_command(ports, random_int8(rng, (6, k), kind),
+                              random_int8(rng, (9, k), kind), rng.integers(1, 9, 9), unit, cfg)
+    if kind == "min":
+        assert want[0]["entry"][0]["score"] == 128 * 128 * k
+    run(cfg, ports, [], [], want, cross="both", seed=2)
+
+
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
+def test_score_real_trace(preset):
+    """The bundled trace's cluster scoring: every score, weight and count the golden ReSV run
+    recorded for the WTU."""
+    cfg = Config(attn_n=4, attn_b_rows=128)
+    ports, want, _, _ = trace_score_commands(preset, cfg, n_groups=8, max_rows=24)
+    assert len(ports["cmd"]) == 8
+    run(cfg, ports, [], [], want, cross="both", seed=6)
+
+
 def test_refused_commands_are_dropped_and_the_next_runs():
     cfg = small(4)
     rng = np.random.default_rng(2)
@@ -65,10 +114,11 @@ def test_refused_commands_are_dropped_and_the_next_runs():
     bad_command(ports, 0, 2, 8, 33, 4)           # l > b_rows
     bad_command(ports, 3, 2, 8, 4, 4)            # unknown kind
     bad_command(ports, 1, 2, 8, 12, 4)           # a hash of 12 bits, not n_hp = 16
+    bad_command(ports, 2, 2, 64 + 1, 5, 4)       # scores of k > score_k_max would not fit
     want += gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), 4)
     _, _, perf = run(cfg, ports, want, [], cross="both")
-    assert perf["refused"] == 5 and perf["commands"] == 6
-    assert perf["error"] == 1 and perf["error_code"] == 3      # the last refusal's code
+    assert perf["refused"] == 6 and perf["commands"] == 7
+    assert perf["error"] == 1 and perf["error_code"] == 1      # the last refusal's code
 
 
 def test_command_cycles():
