@@ -11,15 +11,17 @@ import os
 import cocotb
 import numpy as np
 
-from verif.attn.model import empty_ports, gemm_command, random_int8, trace_hash_commands
+from golden.numerics import ExpUnit
+from verif.attn.model import (empty_ports, gemm_command, random_int8, score_command,
+                              trace_hash_commands, trace_score_commands)
 from verif.attn.tb import EngineTB
 
 
-async def _measure(tb, ports, want_gemm, want_hash, macs: int) -> dict:
+async def _measure(tb, ports, want_gemm, want_hash, macs: int, want_score=()) -> dict:
     await tb.reset()
     t0 = len(tb.source["cmd"].stamps)
-    perf = await tb.run(ports, want_gemm, want_hash)
-    sink = tb.sink["o_gemm" if want_gemm else "o_hash"]
+    perf = await tb.run(ports, want_gemm, want_hash, want_score)
+    sink = tb.sink["o_gemm" if want_gemm else "o_hash" if want_hash else "o_score"]
     cycles = sink.stamps[-1] - tb.source["cmd"].stamps[t0] + 1
     n = tb.model.n
     return {"cycles": int(cycles), "useful_macs": int(macs),
@@ -50,6 +52,31 @@ async def bench(dut):
         r["tokens"] = len(tokens)
         r["cycles_per_token"] = r["cycles"] / len(tokens)
         report[f"hash_{preset}"] = r
+    # cluster scoring: one KV head's query rows against its candidates, then the real trace
+    report["score"] = {}
+    unit = ExpUnit.for_config(3e-3, tb.cfg)
+    k = min(64, tb.model.score_k_max)
+    for m, l in ((64, 256), (228, 64), (228, 32)):
+        if l > tb.model.b_rows:
+            continue
+        ports = empty_ports()
+        want = score_command(ports, random_int8(rng, (m, k)), random_int8(rng, (l, k)),
+                             rng.integers(1, 50, l), unit, tb.cfg)
+        r = await _measure(tb, ports, [], [], m * k * l, want)
+        r["cycles_per_row"] = r["cycles"] / m
+        r["cycles_per_candidate"] = r["cycles"] / l
+        report["score"][f"{m}x{k}x{l}"] = r
+    for preset in ("paper", "tuned"):
+        ports, want, heads, _ = trace_score_commands(preset, tb.cfg, n_groups=8)
+        rows = sum(len(h) for h in heads)
+        pairs = sum(len(h) * len(h[0].score) for h in heads)
+        k = ports["cmd"][0]["k"]
+        r = await _measure(tb, ports, [], [], pairs * k, want)
+        r.update(commands=len(heads), rows=rows, row_candidates=pairs,
+                 cycles_per_row=r["cycles"] / rows,
+                 cycles_per_row_candidate=r["cycles"] / pairs,
+                 candidates_mean=pairs / rows)
+        report[f"score_{preset}"] = r
     out = os.environ.get("BENCH_OUT")
     if out:
         with open(out, "w") as f:
@@ -65,4 +92,13 @@ def summary(r: dict) -> list[str]:
                  f"{h['paper']['cycles_per_token']:.1f} (paper) / "
                  f"{h['tuned']['cycles_per_token']:.1f} (tuned) cycles each, operand loads "
                  f"included")
+    lines.append("cluster scoring (rows x d x candidates): "
+                 + ", ".join(f"{k} {x['cycles_per_row']:.1f} cycles/row "
+                             f"({100 * x['mac_utilisation']:.1f}% MAC)"
+                             for k, x in r["score"].items()))
+    s = {p: r[f"score_{p}"] for p in ("paper", "tuned")}
+    lines.append("scoring the bundled trace's groups: "
+                 + ", ".join(f"{p} {x['cycles_per_row']:.1f} cycles/row "
+                             f"({x['candidates_mean']:.0f} candidates, "
+                             f"{100 * x['mac_utilisation']:.1f}% MAC)" for p, x in s.items()))
     return lines
