@@ -13,7 +13,7 @@ import numpy as np
 from .numerics import ExpUnit, hash_bits, project
 
 __all__ = ["gemm", "gemm_tiles", "gemm_rows", "hash_words", "ExpUnit", "exp_registers",
-           "score_rows"]
+           "score_rows", "attend_mask", "attend", "attend_rows"]
 
 
 def gemm(a, b) -> np.ndarray:
@@ -80,3 +80,42 @@ def score_rows(queries, reps, counts, unit: ExpUnit, score_bits: int) -> list:
     w = unit(sc - sc.max(axis=1, keepdims=True))
     counts = np.asarray(counts, np.int64)
     return [Row(sc[r], w[r], counts) for r in range(len(sc))]
+
+
+def attend_mask(m: int, l: int, causal: int) -> np.ndarray:
+    """The attended set of light attention's rows (docs/numerics.md §10) as the engine
+    takes it: ``l`` tokens whose last ``causal`` are the step's own; ``m`` rows, the group's
+    query heads each over the step's ``causal`` tokens in order (row r is token r mod causal
+    of the step), so row r attends to the first ``l - causal + (r mod causal) + 1`` tokens
+    (all ``l`` when ``causal`` is 0)."""
+    cols = np.arange(l)[None, :]
+    if causal == 0:
+        return np.ones((m, l), bool)
+    lim = l - causal + np.arange(m) % causal + 1
+    return cols < lim[:, None]
+
+
+def attend(q, k, v, causal: int, unit: ExpUnit, out_frac_bits: int, score_bits: int):
+    """Light attention of int8 rows ``q [m, d]`` over ``k, v [l, d]`` with the mask of
+    :func:`attend_mask`: :func:`golden.numerics.attention_int`, ``[m, d]`` int."""
+    from .numerics import attention_int
+    q, k, v = (np.asarray(x, np.int64) for x in (q, k, v))
+    return attention_int(q, k, v, attend_mask(len(q), len(k), causal), unit, out_frac_bits,
+                         score_bits)
+
+
+def attend_rows(out, n: int) -> list[dict]:
+    """The engine's ``o_attn`` beats for light attention's output ``[m, d]``: per row tile
+    (outer) and n-dimension column tile, the tile's rows, each ``o[n]`` (zero past d), the
+    row and the first dimension; ``last`` on the final beat."""
+    out = np.asarray(out, np.int64)
+    M, D = out.shape
+    beats = []
+    for i in range(0, M, n):
+        for j in range(0, D, n):
+            for r in range(i, min(i + n, M)):
+                row = np.zeros(n, np.int64)
+                row[:min(n, D - j)] = out[r, j:j + n]
+                beats.append({"o": [int(x) for x in row], "row": r, "col": j, "last": 0})
+    beats[-1]["last"] = 1
+    return beats

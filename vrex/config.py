@@ -269,10 +269,11 @@ class Config:
                         layers=self.contexts, step_bits=self.step_bits,
                         wtu_lanes=self.wtu_lanes, score_bits=self.score_bits,
                         weight_bits=self.weight_bits, count_bits=self.count_bits,
-                        exp_frac_bits=self.exp_frac_bits, counter_bits=self.counter_bits)
+                        exp_frac_bits=self.exp_frac_bits, out_frac_bits=self.out_frac_bits,
+                        counter_bits=self.counter_bits)
         if block == "attn_array":
             return dict(n=self.attn_n, k_max=self.attn_k_max, acc_bits=self.attn_acc_bits,
-                        counter_bits=self.counter_bits)
+                        a_bits=8, counter_bits=self.counter_bits)
         if block == "attn_exp":
             return dict(lanes=self.attn_n, frac_bits=self.exp_frac_bits,
                         weight_bits=self.weight_bits, x_bits=self.score_bits + 1)

@@ -95,7 +95,8 @@ def exp_rules(*, lanes, frac_bits, weight_bits, x_bits, names: dict | None = Non
     int_range(n("x_bits"), x_bits, 2, 40)
 
 
-def array_rules(*, n, k_max, acc_bits, counter_bits, names: dict | None = None) -> None:
+def array_rules(*, n, k_max, acc_bits, a_bits, counter_bits, names: dict | None = None
+                ) -> None:
     """What the systolic array accepts (``rtl.attn.array.SystolicArray``)."""
     nm = _namer(names)
     power_of_two(nm("n"), n)
@@ -103,6 +104,7 @@ def array_rules(*, n, k_max, acc_bits, counter_bits, names: dict | None = None) 
         raise ParameterError(f"{nm('n')} must be at most 64, not {n!r}")
     positive_int(nm("k_max"), k_max)
     positive_int(nm("counter_bits"), counter_bits)
+    int_range(nm("a_bits"), a_bits, 8, 18)
     need = 16 + max(1, (k_max - 1).bit_length())
     if not isinstance(acc_bits, int) or acc_bits < need:
         raise ParameterError(f"{nm('acc_bits')} must be at least {need} for k_max {k_max} "
@@ -110,11 +112,12 @@ def array_rules(*, n, k_max, acc_bits, counter_bits, names: dict | None = None) 
 
 
 def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, wtu_lanes,
-                 score_bits, weight_bits, count_bits, exp_frac_bits, counter_bits,
-                 names: dict | None = None) -> None:
+                 score_bits, weight_bits, count_bits, exp_frac_bits, out_frac_bits,
+                 counter_bits, names: dict | None = None) -> None:
     """What the attention engine accepts (``rtl.attn.engine.AttentionEngine``)."""
     nm = _namer(names)
-    array_rules(n=n, k_max=k_max, acc_bits=acc_bits, counter_bits=counter_bits, names=names)
+    array_rules(n=n, k_max=k_max, acc_bits=acc_bits, a_bits=8, counter_bits=counter_bits,
+                names=names)
     for key, v in (("k_buf", k_buf), ("b_rows", b_rows), ("n_hp", n_hp), ("layers", layers),
                    ("step_bits", step_bits)):
         positive_int(nm(key), v)
@@ -131,6 +134,13 @@ def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, 
     if not _is_int(score_bits) or not 17 <= score_bits <= acc_bits:
         raise ParameterError(f"{nm('score_bits')} must be an integer from 17 to "
                              f"{nm('acc_bits')} ({acc_bits}), not {score_bits!r}")
+    int_range(nm("out_frac_bits"), out_frac_bits, 0, 16)
+    # P·V: weights up to 2**(weight_bits - 1) times int8 values, summed over b_rows tokens
+    need = weight_bits + 8 + max(1, (b_rows - 1).bit_length())
+    if acc_bits < need:
+        raise ParameterError(f"{nm('acc_bits')} must be at least {need} for P·V over "
+                             f"{nm('b_rows')} ({b_rows}) tokens of {nm('weight_bits')} "
+                             f"({weight_bits})-bit weights, not {acc_bits!r}")
     exp_rules(lanes=n, frac_bits=exp_frac_bits, weight_bits=weight_bits, x_bits=score_bits + 1,
               names={"lanes": nm("n"), "frac_bits": nm("exp_frac_bits"),
                      "weight_bits": nm("weight_bits"), "x_bits": nm("score_bits") + " + 1"})

@@ -41,12 +41,13 @@ class SystolicArray(wiring.Component):
     ``o`` with ``o`` ready (:meth:`tile_cycles`).
 
     Parameters (keyword-only, all required; ``vrex.rules.array_rules``)
-        ``n`` cells per side (a power of two, at most 64); ``k_max`` the longest reduction the
-        accumulators hold without overflow; ``acc_bits`` accumulator width (at least 16 +
-        log2(k_max));
+        ``n`` cells per side (a power of two, at most 64); ``k_max`` the longest int8
+        reduction the accumulators hold without overflow; ``acc_bits`` accumulator width (at
+        least 16 + log2(k_max)); ``a_bits`` the signed width of A (8, or wider for the
+        engine's weights in P·V: the engine's rule bounds those sums);
         ``counter_bits`` counter width.
     Attributes
-        ``i`` (in stream: ``a[n]``, ``b[n]`` int8, ``first``, ``last``); ``o`` (out stream:
+        ``i`` (in stream: ``a[n]`` signed ``a_bits``, ``b[n]`` int8, ``first``, ``last``); ``o`` (out stream:
         ``c[n]`` signed ``acc_bits``, ``row`` in the tile, ``last`` on row n - 1); ``perf``:
         ``busy`` (cycles with work in the array), ``beats`` (input beats taken: n² MACs
         each), ``starved`` (cycles inside a tile without an input beat), ``held`` (cycles held
@@ -55,10 +56,11 @@ class SystolicArray(wiring.Component):
 
     PERF = ("busy", "beats", "starved", "held", "tiles", "rows")
 
-    def __init__(self, *, n: int, k_max: int, acc_bits: int, counter_bits: int):
-        array_rules(n=n, k_max=k_max, acc_bits=acc_bits, counter_bits=counter_bits)
-        self._n, self._k_max, self._acc_bits = n, k_max, acc_bits
-        self.in_layout = data.StructLayout({"a": data.ArrayLayout(signed(8), n),
+    def __init__(self, *, n: int, k_max: int, acc_bits: int, a_bits: int, counter_bits: int):
+        array_rules(n=n, k_max=k_max, acc_bits=acc_bits, a_bits=a_bits,
+                    counter_bits=counter_bits)
+        self._n, self._k_max, self._acc_bits, self._a_bits = n, k_max, acc_bits, a_bits
+        self.in_layout = data.StructLayout({"a": data.ArrayLayout(signed(a_bits), n),
                                             "b": data.ArrayLayout(signed(8), n),
                                             "first": 1, "last": 1})
         self.out_layout = data.StructLayout({"c": data.ArrayLayout(signed(acc_bits), n),
@@ -116,7 +118,7 @@ class SystolicArray(wiring.Component):
             m.d.comb += [f.valid.eq(x.take), f.first.eq(self.i.payload.first),
                          f.last.eq(self.i.payload.last)]
             for d in range(r + 1):
-                rv = Signal(signed(8), name=f"skew_a_{r}_{d}")
+                rv = Signal(signed(self._a_bits), name=f"skew_a_{r}_{d}")
                 rf = Signal(x.flags_t, name=f"skew_af_{r}_{d}")
                 with m.If(run):
                     m.d.sync += [rv.eq(v), rf.eq(f)]
@@ -155,7 +157,7 @@ class SystolicArray(wiring.Component):
                 conflicts.append(self._cell(m, x, r, c, a_v, a_f, b_v))
                 # the cell's registers pass a (with its flags) right and b down
                 if c + 1 < n:
-                    na_v = Signal(signed(8), name=f"pe_{r}_{c}_a")
+                    na_v = Signal(signed(self._a_bits), name=f"pe_{r}_{c}_a")
                     na_f = Signal(x.flags_t, name=f"pe_{r}_{c}_af")
                     with m.If(run):
                         m.d.sync += [na_v.eq(a_v), na_f.eq(a_f)]

@@ -22,6 +22,7 @@ class Kind:
     GEMM = 0        # C = A·Bᵀ, int out on o_gemm
     HASH = 1        # sign(A·Bᵀ - bias) packed into hash words on o_hash (the HCU's input)
     SCORE = 2       # scores, exp weights and counts of candidates on o_score (the WTU's input)
+    ATTEND = 3      # light attention: softmax(Q·Kᵀ, causal)·V, exactly normalised, on o_attn
 
 
 class AttentionEngine(wiring.Component):
@@ -83,23 +84,27 @@ class AttentionEngine(wiring.Component):
 
     def __init__(self, *, n: int, k_max: int, acc_bits: int, k_buf: int, b_rows: int,
                  n_hp: int, layers: int, step_bits: int, wtu_lanes: int, score_bits: int,
-                 weight_bits: int, count_bits: int, exp_frac_bits: int, counter_bits: int):
+                 weight_bits: int, count_bits: int, exp_frac_bits: int, out_frac_bits: int,
+                 counter_bits: int):
         engine_rules(n=n, k_max=k_max, acc_bits=acc_bits, k_buf=k_buf, b_rows=b_rows,
                      n_hp=n_hp, layers=layers, step_bits=step_bits, wtu_lanes=wtu_lanes,
                      score_bits=score_bits, weight_bits=weight_bits, count_bits=count_bits,
-                     exp_frac_bits=exp_frac_bits, counter_bits=counter_bits)
+                     exp_frac_bits=exp_frac_bits, out_frac_bits=out_frac_bits,
+                     counter_bits=counter_bits)
         self._n, self._k_max, self._acc_bits = n, k_max, acc_bits
         self._k_buf, self._b_rows, self._n_hp = k_buf, b_rows, n_hp
         self._layers, self._step_bits, self._counter_bits = layers, step_bits, counter_bits
         self._wtu_lanes, self._score_bits = wtu_lanes, score_bits
         self._weight_bits, self._count_bits = weight_bits, count_bits
+        self._out_frac_bits = out_frac_bits
+        # A is int8 (queries, keys) or a weight of P (unsigned weight_bits) in P·V
         self._array = SystolicArray(n=n, k_max=k_max, acc_bits=acc_bits,
-                                    counter_bits=counter_bits)
+                                    a_bits=weight_bits + 1, counter_bits=counter_bits)
         layer_bits = max(1, ceil_log2(layers))
         vec = data.ArrayLayout(signed(8), n)
-        self.cmd_layout = data.StructLayout({"kind": 2, "m": 16, "k": 16, "l": 16,
+        self.cmd_layout = data.StructLayout({"kind": 3, "m": 16, "k": 16, "l": 16,
                                              "layer": layer_bits, "step": step_bits,
-                                             "beta_m": 16, "beta_shift": 6})
+                                             "beta_m": 16, "beta_shift": 6, "causal": 16})
         self.chunk_layout = data.StructLayout({"data": vec})
         self.bias_layout = data.StructLayout({"data": data.ArrayLayout(signed(acc_bits), n)})
         self.gemm_layout = data.StructLayout({"c": data.ArrayLayout(signed(acc_bits), n),
@@ -113,11 +118,16 @@ class AttentionEngine(wiring.Component):
         self.score_layout = data.StructLayout({"entry": data.ArrayLayout(lane, wtu_lanes),
                                                "valid": wtu_lanes, "first": 1, "last": 1,
                                                "head_last": 1})
+        # light attention's output rows: n values of V's scale times 2**-out_frac_bits
+        self.attn_layout = data.StructLayout({
+            "o": data.ArrayLayout(signed(8 + out_frac_bits), n), "row": 16, "col": 16,
+            "last": 1})
         # what travels beside the exponential unit: the word's scores, counts and framing
         self._exp_tag = data.StructLayout({
             "score": data.ArrayLayout(signed(score_bits), n),
             "count": data.ArrayLayout(count_bits, n),
-            "valid": n, "first": 1, "last": 1, "head_last": 1})
+            "valid": n, "first": 1, "last": 1, "head_last": 1,
+            "row": range(n), "word": 16, "tile_last": 1})
         self._exp = ExpUnit(lanes=n, frac_bits=exp_frac_bits, weight_bits=weight_bits,
                             x_bits=score_bits + 1, tag_layout=self._exp_tag)
         self.perf_layout = counter_layout(self.PERF, counter_bits)
@@ -129,6 +139,7 @@ class AttentionEngine(wiring.Component):
             "o_gemm": Out(stream.Signature(self.gemm_layout)),
             "o_hash": Out(stream.Signature(self.hash_layout)),
             "o_score": Out(stream.Signature(self.score_layout)),
+            "o_attn": Out(stream.Signature(self.attn_layout)),
             "error": Out(1),
             "error_code": Out(2),
             "perf": Out(self.perf_layout),
@@ -180,6 +191,8 @@ class AttentionEngine(wiring.Component):
         self._score_writer(m, x)
         self._score_reader(m, x)
         self._score_packer(m, x)
+        self._p_writer(m, x)
+        self._divider(m, x)
         self._counters(m, x)
         return m
 
@@ -211,6 +224,22 @@ class AttentionEngine(wiring.Component):
         x.score_wr, x.score_rd = sm.write_port(), sm.read_port()
         x.score_full = [Signal(name=f"score_full_{h}") for h in range(2)]
         x.score_free = [Signal(name=f"score_free_{h}") for h in range(2)]
+        x.div_valid, x.div_ready = Signal(), Signal()      # P·V rows into the divider
+        x.p_ready = Signal()                               # P holds the row tile's weights
+        # light attention: V (b_rows tokens of vc_max words; a word is n dimensions, which is
+        # beat k's B operand in P·V as it stands) and P (one row tile, a memory per row, n
+        # weights a word: beat k of P·V reads word k / n of every row and picks element k mod n)
+        x.vc_max = -(-self.score_k_max // n)
+        vm = memory.Memory(shape=data.ArrayLayout(signed(8), n),
+                           depth=self._b_rows * x.vc_max, init=[])
+        m.submodules.v_mem = vm
+        x.v_wr, x.v_rd = vm.write_port(), vm.read_port()
+        x.p_mem = []
+        for r in range(n):
+            pm = memory.Memory(shape=data.ArrayLayout(self._weight_bits, n),
+                               depth=self._b_rows // n, init=[])
+            m.submodules[f"p_row_{r}"] = pm
+            x.p_mem.append((pm.write_port(), pm.read_port()))
 
     def _command(self, m, x):
         """Take a command, check it, load biases and B (or drop a refused command's beats)."""
@@ -220,6 +249,7 @@ class AttentionEngine(wiring.Component):
         x.lt = lt = Signal(16)                 # column tiles
         x.mt = mt = Signal(16)                 # row tiles
         x.kt = kt = Signal(16)                 # beats a tile: k padded to n
+        x.kt_pv = kt_pv = Signal(16)           # beats a P·V tile: l padded to n
         x.start = start = Signal()             # the A loader and the feeder may begin
         x.feed_done = Signal()
         x.out_done = Signal()
@@ -231,8 +261,10 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [
             bad_size.eq((p.m == 0) | (p.k == 0) | (p.l == 0) | (p.k > self._k_buf) |
                         (p.l > self._b_rows) |
-                        ((p.kind == Kind.SCORE) & (p.k > self.score_k_max))),
-            bad_kind.eq(p.kind > Kind.SCORE),
+                        (((p.kind == Kind.SCORE) | (p.kind == Kind.ATTEND)) &
+                         (p.k > self.score_k_max)) |
+                        ((p.kind == Kind.ATTEND) & (p.causal > p.l))),
+            bad_kind.eq(p.kind > Kind.ATTEND),
             bad_hash.eq((p.kind == Kind.HASH) & (p.l != self._n_hp)),
         ]
         row = Signal(16)
@@ -251,7 +283,8 @@ class AttentionEngine(wiring.Component):
         drop_bias = Signal(16)
         a_left = Signal()
         b_left = Signal()
-        m.d.comb += [a_left.eq(drop_a_row < cur.m), b_left.eq(drop_b_row < cur.l)]
+        m.d.comb += [a_left.eq(drop_a_row < cur.m),
+                     b_left.eq(drop_b_row < Mux(cur.kind == Kind.ATTEND, cur.l << 1, cur.l))]
 
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
@@ -260,13 +293,15 @@ class AttentionEngine(wiring.Component):
                     kcv = (p.k + n - 1) >> exact_log2(n)
                     m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq((p.l + n - 1) >> exact_log2(n)),
                                  mt.eq((p.m + n - 1) >> exact_log2(n)),
-                                 kt.eq(Mux(p.k < n, n, p.k)), row.eq(0), chunk.eq(0)]
+                                 kt.eq(Mux(p.k < n, n, p.k)), kt_pv.eq(Mux(p.l < n, n, p.l)),
+                                 row.eq(0), chunk.eq(0)]
                     with m.If(bad_size | bad_kind | bad_hash):
                         m.d.comb += x.refuse.eq(1)
                         m.d.sync += [self.error.eq(1),
                                      self.error_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
                                      drop_a_row.eq(Mux(kcv == 0, p.m, 0)), drop_a_chunk.eq(0),
-                                     drop_b_row.eq(Mux(kcv == 0, p.l, 0)), drop_b_chunk.eq(0),
+                                     drop_b_row.eq(Mux(kcv == 0, p.l << 1, 0)),
+                                     drop_b_chunk.eq(0),
                                      drop_bias.eq(Mux((p.kind == Kind.HASH) |
                                                       (p.kind == Kind.SCORE),
                                                       (p.l + n - 1) >> exact_log2(n), 0))]
@@ -302,6 +337,17 @@ class AttentionEngine(wiring.Component):
                 for r, (wr, _) in enumerate(x.b_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.b.payload.data),
                                  wr.en.eq(self.b.valid & (lane == r))]
+                with m.If(self.b.valid):
+                    row_chunk_step(row, chunk)
+                    with m.If((chunk == kc - 1) & (row == cur.l - 1)):
+                        m.d.sync += row.eq(0)
+                        m.next = "RUN"
+                        with m.If(cur.kind == Kind.ATTEND):
+                            m.next = "LOAD_V"
+            with m.State("LOAD_V"):
+                m.d.comb += self.b.ready.eq(1)
+                m.d.comb += [x.v_wr.addr.eq(row * x.vc_max + chunk),
+                             x.v_wr.data.eq(self.b.payload.data), x.v_wr.en.eq(self.b.valid)]
                 with m.If(self.b.valid):
                     row_chunk_step(row, chunk)
                     with m.If((chunk == kc - 1) & (row == cur.l - 1)):
@@ -351,12 +397,15 @@ class AttentionEngine(wiring.Component):
                 m.d.sync += x.half_full[h].eq(0)
 
     def _feeder(self, m, x):
-        """Read both buffers, one beat a cycle, into the array: f0 addresses, f1 data."""
+        """Read the buffers, one beat a cycle, into the array: f0 addresses, f1 data. Per row
+        tile: its column tiles of A·Bᵀ; for light attention then its P·V (A = the tile's
+        weights P, B = V's word of beat k's token), once the exp stage has written P."""
         n = self._n
         arr = self._array
         tile_i = Signal(16)
         tile_j = Signal(16)
         kk = Signal(16)
+        pv = Signal()                           # feeding the row tile's P·V
         advance = Signal()
         issue = Signal()
         f1_valid = Signal()
@@ -366,54 +415,74 @@ class AttentionEngine(wiring.Component):
         f1_a_rows = Signal(range(n + 1))
         f1_b_rows = Signal(range(n + 1))
         f1_in_k = Signal()
+        f1_pv = Signal()
         half = tile_i[0]
         m.d.comb += advance.eq(~f1_valid | arr.i.ready)
         ready_half = Signal()
-        m.d.comb += ready_half.eq(Array(x.half_full)[half])
+        m.d.comb += ready_half.eq(Mux(pv, x.p_ready, Array(x.half_full)[half]))
         running = Signal()
         m.d.comb += [running.eq(x.start & (tile_i < x.mt)),
                      issue.eq(advance & running & ready_half)]
+        kt_now = Mux(pv, x.kt_pv, x.kt)
+        last_j = Mux(pv, x.kc - 1, x.lt - 1)
         chunk = kk >> exact_log2(n) if n > 1 else kk
         for r in range(n):
             _, ard = x.a_mem[r]
             _, brd = x.b_mem[r]
+            _, prd = x.p_mem[r]
             m.d.comb += [ard.addr.eq(half * x.kc_max + chunk),
                          brd.addr.eq(tile_j * x.kc_max + chunk),
-                         ard.en.eq(advance), brd.en.eq(advance)]
+                         prd.addr.eq(chunk),
+                         ard.en.eq(advance), brd.en.eq(advance), prd.en.eq(advance)]
+        m.d.comb += [x.v_rd.addr.eq(kk * x.vc_max + tile_j), x.v_rd.en.eq(advance)]
         with m.If(advance):
             base_i = tile_i << exact_log2(n)
             base_j = tile_j << exact_log2(n)
+            cols = Mux(pv, x.cur.k, x.cur.l)    # B's rows: V's dimensions in P·V
             m.d.sync += [f1_valid.eq(issue), f1_sel.eq(kk[:exact_log2(n)] if n > 1 else 0),
-                         f1_first.eq(kk == 0), f1_last.eq(kk == x.kt - 1),
-                         f1_in_k.eq(kk < x.cur.k),
+                         f1_first.eq(kk == 0), f1_last.eq(kk == kt_now - 1),
+                         f1_in_k.eq(kk < Mux(pv, x.cur.l, x.cur.k)), f1_pv.eq(pv),
                          f1_a_rows.eq(Mux(x.cur.m - base_i >= n, n, x.cur.m - base_i)),
-                         f1_b_rows.eq(Mux(x.cur.l - base_j >= n, n, x.cur.l - base_j))]
+                         f1_b_rows.eq(Mux(cols - base_j >= n, n, cols - base_j))]
         for r in range(n):
             _, ard = x.a_mem[r]
             _, brd = x.b_mem[r]
+            _, prd = x.p_mem[r]
             ea = Array(ard.data[t] for t in range(n))[f1_sel]
             eb = Array(brd.data[t] for t in range(n))[f1_sel]
-            m.d.comb += [arr.i.payload.a[r].eq(Mux(f1_in_k & (r < f1_a_rows), ea, 0)),
-                         arr.i.payload.b[r].eq(Mux(f1_in_k & (r < f1_b_rows), eb, 0))]
+            ep = Array(prd.data[t] for t in range(n))[f1_sel]
+            m.d.comb += [arr.i.payload.a[r].eq(Mux(f1_in_k & (r < f1_a_rows),
+                                                   Mux(f1_pv, ep, ea), 0)),
+                         arr.i.payload.b[r].eq(Mux(f1_in_k & (r < f1_b_rows),
+                                                   Mux(f1_pv, x.v_rd.data[r], eb), 0))]
         m.d.comb += [arr.i.valid.eq(f1_valid), arr.i.payload.first.eq(f1_first),
                      arr.i.payload.last.eq(f1_last)]
         x.feed_stalled = Signal()
+        x.p_take = Signal()
         m.d.comb += x.feed_stalled.eq(f1_valid & ~arr.i.ready)
         with m.If(issue):
-            with m.If(kk == x.kt - 1):
+            with m.If(kk == kt_now - 1):
                 m.d.sync += kk.eq(0)
-                with m.If(tile_j == x.lt - 1):
-                    m.d.sync += [tile_j.eq(0), tile_i.eq(tile_i + 1)]
-                    for h in range(2):
-                        with m.If(half == h):
-                            m.d.comb += x.half_free[h].eq(1)
+                with m.If(tile_j == last_j):
+                    m.d.sync += tile_j.eq(0)
+                    with m.If(pv):
+                        m.d.sync += [pv.eq(0), tile_i.eq(tile_i + 1)]
+                        m.d.comb += x.p_take.eq(1)
+                    with m.Else():
+                        for h in range(2):
+                            with m.If(half == h):
+                                m.d.comb += x.half_free[h].eq(1)
+                        with m.If(x.cur.kind == Kind.ATTEND):
+                            m.d.sync += pv.eq(1)
+                        with m.Else():
+                            m.d.sync += tile_i.eq(tile_i + 1)
                 with m.Else():
                     m.d.sync += tile_j.eq(tile_j + 1)
             with m.Else():
                 m.d.sync += kk.eq(kk + 1)
         m.d.comb += x.feed_done.eq((tile_i >= x.mt) & ~f1_valid)
         with m.If(~x.start):
-            m.d.sync += [tile_i.eq(0), tile_j.eq(0), kk.eq(0)]
+            m.d.sync += [tile_i.eq(0), tile_j.eq(0), kk.eq(0), pv.eq(0)]
 
     def _outputs(self, m, x):
         """Rows leaving the array: GEMM rows, or hash bits gathered per token."""
@@ -430,7 +499,10 @@ class AttentionEngine(wiring.Component):
         m.d.comb += last_tile.eq((out_i == x.mt - 1) & (out_j == x.lt - 1))
         take = Signal()
         is_hash = x.cur.kind == Kind.HASH
-        x.out_i, x.out_j, x.real, x.out_take = out_i, out_j, real, take
+        out_pv = Signal()                       # the row tile's P·V rows (light attention)
+        last_j = Mux(out_pv, x.kc - 1, x.lt - 1)
+        x.out_i, x.out_j, x.real, x.out_take, x.out_pv = out_i, out_j, real, take, out_pv
+        x.grow = grow
         # gemm
         m.d.comb += [self.o_gemm.payload.row.eq(grow),
                      self.o_gemm.payload.col.eq(out_j << exact_log2(n)),
@@ -464,7 +536,9 @@ class AttentionEngine(wiring.Component):
             m.d.comb += arr.o.ready.eq(1)                       # gathered, not yet a token
         with m.Elif(is_hash):
             m.d.comb += [self.o_hash.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_hash.ready)]
-        with m.Elif(x.cur.kind == Kind.SCORE):
+        with m.Elif(out_pv):
+            m.d.comb += [x.div_valid.eq(arr.o.valid), arr.o.ready.eq(x.div_ready)]
+        with m.Elif((x.cur.kind == Kind.SCORE) | (x.cur.kind == Kind.ATTEND)):
             m.d.comb += arr.o.ready.eq(~Array(x.score_full)[out_i[0]])   # a free half
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
@@ -472,36 +546,61 @@ class AttentionEngine(wiring.Component):
         with m.If(take):
             m.d.sync += acc[o.row].eq(Mux(emit_hash, 0, word[:self._n_hp]))
             with m.If(o.last):
-                with m.If(out_j == x.lt - 1):
-                    m.d.sync += [out_j.eq(0), out_i.eq(out_i + 1)]
+                with m.If(out_j == last_j):
+                    m.d.sync += out_j.eq(0)
+                    with m.If(~out_pv & (x.cur.kind == Kind.ATTEND)):
+                        m.d.sync += out_pv.eq(1)
+                    with m.Else():
+                        m.d.sync += [out_pv.eq(0), out_i.eq(out_i + 1)]
                 with m.Else():
                     m.d.sync += out_j.eq(out_j + 1)
         m.d.comb += x.out_done.eq(out_i >= x.mt)
         with m.If(~x.start):
-            m.d.sync += [out_i.eq(0), out_j.eq(0)]
+            m.d.sync += [out_i.eq(0), out_j.eq(0), out_pv.eq(0)]
         x.out_stalled = Signal()
         m.d.comb += x.out_stalled.eq(arr.o.valid & ~arr.o.ready)
 
     def _score_writer(self, m, x):
         """Score rows into the free half of the score buffer; each row's running maximum over
-        its real columns; the half is full once the row tile's last column tile is in."""
+        its attended columns; the half is full once the row tile's last column tile is in.
+
+        A row attends to its first ``lim`` columns: all ``l`` of them, or in light attention
+        with ``causal = c`` the ``l - c`` before the step's own tokens and its own step's up to
+        itself, ``l - c + pos + 1`` where ``pos`` runs 0 .. c - 1 over the rows and wraps
+        (rows are the group's query heads, each over the step's c tokens)."""
         n, arr = self._n, self._array
         sb = self._score_bits
         x.row_max = [[Signal(signed(sb), name=f"row_max_{h}_{r}") for r in range(n)]
                      for h in range(2)]
+        x.row_lim = [[Signal(16, name=f"row_lim_{h}_{r}") for r in range(n)] for h in range(2)]
         o = arr.o.payload
         half = x.out_i[0]
         col0 = x.out_j << exact_log2(n)
+        scoring = Signal()
+        m.d.comb += scoring.eq(((x.cur.kind == Kind.SCORE) | (x.cur.kind == Kind.ATTEND)) &
+                               ~x.out_pv)
         write = Signal()
-        m.d.comb += write.eq(x.out_take & x.real & (x.cur.kind == Kind.SCORE))
+        m.d.comb += write.eq(x.out_take & x.real & scoring)
         m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
                      x.score_wr.en.eq(write)]
+        # the row's limit: set on its first column tile, from a position counter over rows
+        pos = Signal(16)
+        causal = (x.cur.kind == Kind.ATTEND) & (x.cur.causal != 0)
+        lim_new = Signal(16)
+        m.d.comb += lim_new.eq(Mux(causal, x.cur.l - x.cur.causal + pos + 1, x.cur.l))
+        lim = Signal(16)
+        m.d.comb += lim.eq(Mux(x.out_j == 0, lim_new,
+                               Array(Array(x.row_lim[h]) for h in range(2))[half][o.row]))
+        with m.If(write & (x.out_j == 0)):
+            m.d.sync += pos.eq(Mux(pos == x.cur.causal - 1, 0, pos + 1))
+        with m.If(~x.start):
+            m.d.sync += pos.eq(0)
         lowest = Const(-(1 << (sb - 1)), signed(sb))
         vals = []
         for t in range(n):
             m.d.comb += x.score_wr.data[t].eq(o.c[t])
             v = Signal(signed(sb), name=f"score_in_{t}")
-            m.d.comb += v.eq(Mux(col0 + t < x.cur.l, o.c[t], lowest))
+            m.d.comb += v.eq(Mux(col0 + t < lim, o.c[t], lowest))
             vals.append(v)
         beat_max = reduce_tree(m, vals, lambda p, q: Mux(p > q, p, q), "score_beat_max")
         for h in range(2):
@@ -510,9 +609,10 @@ class AttentionEngine(wiring.Component):
                 with m.If(write & (half == h) & (o.row == r)):
                     m.d.sync += cur_max.eq(Mux((x.out_j == 0) | (beat_max > cur_max),
                                                beat_max, cur_max))
+                    with m.If(x.out_j == 0):
+                        m.d.sync += x.row_lim[h][r].eq(lim_new)
         for h in range(2):
-            with m.If(x.out_take & o.last & (x.out_j == x.lt - 1) & (half == h) &
-                      (x.cur.kind == Kind.SCORE)):
+            with m.If(x.out_take & o.last & (x.out_j == x.lt - 1) & (half == h) & scoring):
                 m.d.sync += x.score_full[h].eq(1)
             with m.Elif(x.score_free[h] | ~x.start):
                 m.d.sync += x.score_full[h].eq(0)
@@ -532,6 +632,10 @@ class AttentionEngine(wiring.Component):
         f1_col0 = Signal(16)
         f1_max = Signal(signed(self._score_bits))
         f1_first, f1_last, f1_head_last = Signal(), Signal(), Signal()
+        f1_lim = Signal(16)
+        f1_row = Signal(range(n))
+        f1_word = Signal(16)
+        f1_tile_last = Signal()
         advance = Signal()
         issue = Signal()
         m.d.comb += [advance.eq(~f1_valid | exp.i.ready),
@@ -543,6 +647,9 @@ class AttentionEngine(wiring.Component):
         with m.If(advance):
             m.d.sync += [f1_valid.eq(issue), f1_col0.eq(pj << exact_log2(n)),
                          f1_max.eq(Array(Array(x.row_max[h]) for h in range(2))[ph][pr]),
+                         f1_lim.eq(Array(Array(x.row_lim[h]) for h in range(2))[ph][pr]),
+                         f1_row.eq(pr), f1_word.eq(pj),
+                         f1_tile_last.eq(row_last & (pr == rows_here - 1)),
                          f1_first.eq(pj == 0), f1_last.eq(row_last),
                          f1_head_last.eq(row_last &
                                          ((ptile << exact_log2(n)) + pr == x.cur.m - 1))]
@@ -562,13 +669,14 @@ class AttentionEngine(wiring.Component):
         tag = exp.i.payload.tag
         for t in range(n):
             real = Signal(name=f"score_real_{t}")
-            m.d.comb += [real.eq(f1_col0 + t < x.cur.l),
+            m.d.comb += [real.eq(f1_col0 + t < f1_lim),
                          exp.i.payload.x[t].eq(Mux(real, x.score_rd.data[t] - f1_max, 0)),
                          tag.score[t].eq(Mux(real, x.score_rd.data[t], 0)),
                          tag.count[t].eq(Mux(real, x.count_rd.data[t], 0)),
                          tag.valid[t].eq(real)]
         m.d.comb += [exp.i.valid.eq(f1_valid), tag.first.eq(f1_first), tag.last.eq(f1_last),
-                     tag.head_last.eq(f1_head_last),
+                     tag.head_last.eq(f1_head_last), tag.row.eq(f1_row), tag.word.eq(f1_word),
+                     tag.tile_last.eq(f1_tile_last),
                      exp.beta_m.eq(x.cur.beta_m), exp.beta_shift.eq(x.cur.beta_shift)]
 
     def _score_packer(self, m, x):
@@ -578,6 +686,11 @@ class AttentionEngine(wiring.Component):
         ot = exp.o.payload.tag
         rows_out = Signal(16)
         o = self.o_score
+        valid_in = Signal()                      # an exp word for the packer
+        ready_in = Signal()
+        is_score = x.cur.kind == Kind.SCORE
+        m.d.comb += [valid_in.eq(exp.o.valid & is_score),
+                     exp.o.ready.eq(Mux(is_score, ready_in, 1))]   # P words always taken
         entries = []
         for t in range(n):
             e = Signal(self.score_layout.members["entry"].elem_shape, name=f"score_entry_{t}")
@@ -589,7 +702,7 @@ class AttentionEngine(wiring.Component):
             slot = Signal(range(g))
             asm = Signal(self.score_layout, name="score_asm")       # the beat being gathered
             can = Signal()
-            m.d.comb += [can.eq(~o.valid | o.ready), exp.o.ready.eq(can)]
+            m.d.comb += [can.eq(~o.valid | o.ready), ready_in.eq(can)]
             with m.If(o.valid & o.ready):
                 m.d.sync += o.valid.eq(0)
             merged = Signal(self.score_layout, name="score_merged")
@@ -602,7 +715,7 @@ class AttentionEngine(wiring.Component):
             with m.If(slot == 0):
                 m.d.comb += merged.first.eq(ot.first)
             m.d.comb += [merged.last.eq(ot.last), merged.head_last.eq(ot.head_last)]
-            with m.If(exp.o.valid & can):
+            with m.If(valid_in & can):
                 with m.If(ot.last | (slot == g - 1)):
                     m.d.sync += [o.payload.eq(merged), o.valid.eq(1), slot.eq(0), asm.eq(0)]
                 with m.Else():
@@ -621,10 +734,10 @@ class AttentionEngine(wiring.Component):
                     for j in range(L):
                         m.d.comb += [o.payload.entry[j].eq(entries[s_ * L + j]),
                                      o.payload.valid[j].eq(ot.valid[s_ * L + j])]
-            m.d.comb += [o.valid.eq(exp.o.valid), o.payload.first.eq(ot.first & (sub == 0)),
+            m.d.comb += [o.valid.eq(valid_in), o.payload.first.eq(ot.first & (sub == 0)),
                          o.payload.last.eq(ot.last & final),
                          o.payload.head_last.eq(ot.head_last & final),
-                         exp.o.ready.eq(o.ready & final)]
+                         ready_in.eq(o.ready & final)]
             with m.If(o.valid & o.ready):
                 m.d.sync += sub.eq(Mux(final, 0, sub + 1))
             with m.If(~x.start):
@@ -633,7 +746,84 @@ class AttentionEngine(wiring.Component):
             m.d.sync += rows_out.eq(rows_out + 1)
         with m.If(~x.start):
             m.d.sync += rows_out.eq(0)
-        m.d.comb += x.score_done.eq((x.cur.kind != Kind.SCORE) | (rows_out == x.cur.m))
+        attn_done = Signal()
+        with m.If(self.o_attn.valid & self.o_attn.ready & self.o_attn.payload.last):
+            m.d.sync += attn_done.eq(1)
+        with m.If(~x.start):
+            m.d.sync += attn_done.eq(0)
+        m.d.comb += x.score_done.eq(Mux(is_score, rows_out == x.cur.m,
+                                        (x.cur.kind != Kind.ATTEND) | attn_done))
+
+    def _p_writer(self, m, x):
+        """Light attention's weights from the exp unit into P, a word per row, and each row's
+        sum of weights (the softmax denominator); P is ready once the tile's last word is in."""
+        n, exp = self._n, self._exp
+        ot = exp.o.payload.tag
+        den_bits = self._weight_bits + ceil_log2(self._b_rows + 1)
+        x.den = [Signal(den_bits, name=f"den_{r}") for r in range(n)]
+        put = Signal()
+        m.d.comb += put.eq(exp.o.valid & (x.cur.kind == Kind.ATTEND))
+        w = [Signal(self._weight_bits, name=f"p_in_{t}") for t in range(n)]
+        m.d.comb += [w[t].eq(Mux(ot.valid[t], exp.o.payload.w[t], 0)) for t in range(n)]
+        total = reduce_tree(m, w, lambda p, q: p + q, "p_sum")
+        for r, (wr, _) in enumerate(x.p_mem):
+            m.d.comb += [wr.addr.eq(ot.word), wr.en.eq(put & (ot.row == r))]
+            m.d.comb += [wr.data[t].eq(w[t]) for t in range(n)]
+            with m.If(put & (ot.row == r)):
+                m.d.sync += x.den[r].eq(Mux(ot.first, 0, x.den[r]) + total)
+        with m.If(put & ot.tile_last):
+            m.d.sync += x.p_ready.eq(1)
+        with m.Elif(x.p_take | ~x.start):
+            m.d.sync += x.p_ready.eq(0)
+
+    def _divider(self, m, x):
+        """``o = round_div(num · 2**out_frac_bits, den)`` for the n values of a P·V row (one
+        den, the row's): n restoring dividers side by side, one quotient bit a cycle.
+        ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder starts at
+        ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width, halving each
+        cycle. The quotient fits ``8 + out_frac_bits`` bits (a convex combination of int8
+        values), so a beat takes that many cycles, plus one to load."""
+        n, arr, F = self._n, self._array, self._out_frac_bits
+        qb = 8 + F
+        o = arr.o.payload
+        den_bits = len(x.den[0])
+        r_bits = self._acc_bits + F + 2
+        d_bits = den_bits + 1 + qb
+        busy = Signal()
+        done = Signal()
+        count = Signal(range(qb + 1))
+        dsh = Signal(d_bits)
+        rem = [Signal(r_bits, name=f"div_rem_{t}") for t in range(n)]
+        quo = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
+        neg = [Signal(name=f"div_neg_{t}") for t in range(n)]
+        row, col, last = Signal(16), Signal(16), Signal()
+        m.d.comb += x.div_ready.eq(~busy & ~done)
+        den = Array(x.den)[o.row]
+        with m.If(x.div_valid & x.div_ready):
+            m.d.sync += [busy.eq(1), count.eq(qb - 1), dsh.eq(den << qb),
+                         row.eq(x.grow), col.eq(x.out_j << exact_log2(n)),
+                         last.eq((x.grow == x.cur.m - 1) & (x.out_j == x.kc - 1))]
+            for t in range(n):
+                mag = Mux(o.c[t] < 0, -o.c[t], o.c[t])
+                m.d.sync += [neg[t].eq(o.c[t] < 0), quo[t].eq(0),
+                             rem[t].eq((mag << (F + 1)) + den)]
+        with m.If(busy):
+            for t in range(n):
+                ge = rem[t] >= dsh
+                with m.If(ge):
+                    m.d.sync += rem[t].eq(rem[t] - dsh)
+                m.d.sync += quo[t].eq(Cat(ge, quo[t][:-1]))
+            m.d.sync += [dsh.eq(dsh >> 1), count.eq(count - 1)]
+            with m.If(count == 0):
+                m.d.sync += [busy.eq(0), done.eq(1)]
+        p = self.o_attn.payload
+        for t in range(n):
+            m.d.comb += p.o[t].eq(Mux(neg[t], -quo[t], quo[t]))
+        m.d.comb += [self.o_attn.valid.eq(done), p.row.eq(row), p.col.eq(col), p.last.eq(last)]
+        with m.If(self.o_attn.valid & self.o_attn.ready):
+            m.d.sync += done.eq(0)
+        with m.If(~x.start):
+            m.d.sync += [busy.eq(0), done.eq(0)]
 
     def _counters(self, m, x):
         perf, ap = self.perf, self._array.perf

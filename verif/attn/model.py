@@ -110,13 +110,13 @@ def hash_command(ports: dict, keys, hp, bias, n: int, layer: int = 0, step: int 
              "last": int(t == T - 1)} for t, w in enumerate(words)]
 
 
-def bad_command(ports: dict, kind, m, k, l, n: int):
+def bad_command(ports: dict, kind, m, k, l, n: int, causal: int = 0):
     """Append a command the engine must refuse, with the operand beats its sizes imply."""
     kc = -(-k // n)
-    ports["cmd"].append({"kind": kind, "m": m, "k": k, "l": l})
+    ports["cmd"].append({"kind": kind, "m": m, "k": k, "l": l, "causal": causal})
     if kind in (1, 2):
         ports["bias"] += [{"data": [0] * n}] * (-(-l // n))
-    ports["b"] += [{"data": [1] * n}] * (l * kc)
+    ports["b"] += [{"data": [1] * n}] * (l * kc * (2 if kind == 3 else 1))
     ports["a"] += [{"data": [1] * n}] * (m * kc)
 
 
@@ -201,3 +201,17 @@ def trace_score_commands(preset: str, cfg, n_groups: int, max_rows: int | None =
         ports["b"] += chunks(g["rep"], n)
         ports["a"] += chunks(g["query"], n)
     return ports, all_beats(heads, cfg.wtu_lanes), heads, run_cfg
+
+
+def attend_command(ports: dict, q, k, v, causal: int, unit, cfg) -> list[dict]:
+    """Append a light-attention command (one KV head's query rows over ``l`` tokens whose last
+    ``causal`` are the step's own) to ``ports``; return its ``o_attn`` beats
+    (``golden.attn.attend``)."""
+    from golden.attn import attend, attend_rows, exp_registers
+    n = cfg.attn_n
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    ports["cmd"].append({"kind": 3, "m": q.shape[0], "k": q.shape[1], "l": k.shape[0],
+                         "causal": causal, **exp_registers(unit)})
+    ports["b"] += chunks(k, n) + chunks(v, n)
+    ports["a"] += chunks(q, n)
+    return attend_rows(attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits), n)
