@@ -215,3 +215,47 @@ def attend_command(ports: dict, q, k, v, causal: int, unit, cfg) -> list[dict]:
     ports["b"] += chunks(k, n) + chunks(v, n)
     ports["a"] += chunks(q, n)
     return attend_rows(attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits), n)
+
+
+def trace_attend_commands(preset: str, cfg, n_groups: int, max_rows: int | None = None):
+    """The bundled trace's light attention as engine commands, as the core will issue them:
+    per (layer, step, KV head) group of the golden ReSV run (``n_groups`` spread over the run,
+    those whose attended set fits ``cfg.attn_b_rows``), the group's query rows (the first
+    ``max_rows``, if given) over the sink tokens, the head's selected past tokens and the
+    step's own tokens (causal), with the layer's exp unit. Returns ``(ports, o_attn beats,
+    groups)``; the expected rows are ``golden.numerics.attention_int`` over that set."""
+    from golden.numerics import ExpUnit
+    from golden.resv import run_resv, sink_count
+    from verif.lib.traces import bundled
+    from vrex.config import Config
+    tr, qt = bundled()
+    run_cfg = Config.from_preset(preset, **tr.geometry())
+    run = run_resv(tr, qt, run_cfg, [run_cfg.th_r])
+    mask = run.masks[run_cfg.th_r]
+    n_sink = sink_count(tr, run_cfg)
+    bounds = tr.step_bounds()
+    L, Hkv, _, d = tr.k.shape
+    G = tr.n_q_heads // Hkv
+    cands = []
+    for layer in range(L):
+        for s in range(1, tr.n_steps):
+            a, b = int(bounds[s]), int(bounds[s + 1])
+            if a <= n_sink:
+                continue
+            for h in range(Hkv):
+                col = np.ones(b, bool)
+                col[n_sink:a] = mask[layer, s, h, n_sink:a]
+                if col.sum() <= cfg.attn_b_rows:
+                    cands.append((layer, s, h, a, b, col))
+    if not cands:
+        raise ValueError(f"no attended set of the bundled trace fits attn_b_rows "
+                         f"({cfg.attn_b_rows})")
+    picks = [cands[i] for i in np.linspace(0, len(cands) - 1, n_groups).astype(int)]
+    ports, want = empty_ports(), []
+    for layer, s, h, a, b, col in picks:
+        unit = ExpUnit.for_config(float(qt.scale_q[layer] * qt.scale_k[layer]) / np.sqrt(d),
+                                  run_cfg)
+        q = qt.q[layer, h * G:(h + 1) * G, a:b].reshape(-1, d)[:max_rows]
+        want += attend_command(ports, q, qt.k[layer, h, :b][col], qt.v[layer, h, :b][col],
+                               b - a, unit, cfg)
+    return ports, want, picks

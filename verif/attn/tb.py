@@ -9,9 +9,9 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from golden.numerics import ExpUnit, hyperplanes
 from rtl import AttentionEngine
-from verif.attn.model import (bad_command, empty_ports, gemm_command, hash_command,
-                              random_int8, score_command, trace_hash_commands,
-                              trace_score_commands)
+from verif.attn.model import (attend_command, bad_command, empty_ports, gemm_command,
+                              hash_command, random_int8, score_command, trace_attend_commands,
+                              trace_hash_commands, trace_score_commands)
 from verif.lib.cocotb_tb import BlockTB, named
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
@@ -26,13 +26,15 @@ class EngineTB(BlockTB):
                                   "b": lambda e: e.chunk_layout, "bias": lambda e: e.bias_layout},
                          sinks={"o_gemm": lambda e: e.gemm_layout,
                                 "o_hash": lambda e: e.hash_layout,
-                                "o_score": lambda e: e.score_layout})
+                                "o_score": lambda e: e.score_layout,
+                                "o_attn": lambda e: e.attn_layout})
 
-    async def run(self, ports, want_gemm, want_hash, want_score=()):
+    async def run(self, ports, want_gemm, want_hash, want_score=(), want_attn=()):
         """Send every port's beats, take and compare every output; counters since the call."""
         base = await self.perf()
         sends = [cocotb.start_soon(self.source[p].send(ports[p])) for p in SOURCES]
-        want = {"o_gemm": want_gemm, "o_hash": want_hash, "o_score": list(want_score)}
+        want = {"o_gemm": want_gemm, "o_hash": want_hash, "o_score": list(want_score),
+                "o_attn": list(want_attn)}
         takes = {o: cocotb.start_soon(self.sink[o].take(len(w), timeout=200_000))
                  for o, w in want.items()}
         got = {o: await t for o, t in takes.items()}
@@ -159,21 +161,82 @@ async def real_trace_scores(dut, preset):
 
 
 @cocotb.test()
+@cocotb.parametrize(crossing=named(CROSSINGS))
+async def attend_commands(dut, crossing):
+    """Light attention: sizes not multiples of n, causal steps of several lengths and none,
+    several query heads a command, as many tokens as B holds; back to back with scoring and
+    a GEMM."""
+    tb = EngineTB(dut)
+    tb.cross(crossing, seed=11)
+    await tb.start()
+    n, L, cfg = tb.model.n, tb.model.b_rows, tb.cfg
+    K = tb.model.score_k_max
+    rng = np.random.default_rng(11 + list(CROSSINGS).index(crossing))
+    unit = ExpUnit.for_config(3e-3, cfg)
+    ports, want_attn = empty_ports(), []
+    for m, d, l, c in ((3, K, 5, 3), (2 * n + 1, 13, n + 3, 0), (3 * 7, 16, L, 7), (4, 9, 1, 1)):
+        want_attn += attend_command(ports, random_int8(rng, (m, d)), random_int8(rng, (l, d)),
+                                    random_int8(rng, (l, d)), c, unit, cfg)
+    want_score = score_command(ports, random_int8(rng, (n + 1, 20)),
+                               random_int8(rng, (7, 20)), rng.integers(1, 9, 7), unit, cfg)
+    want_gemm = gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
+    perf = await tb.run(ports, want_gemm, [], want_score, want_attn)
+    assert perf["commands"] == 6 and perf["refused"] == 0
+
+
+@cocotb.test()
+async def attend_extremes(dut):
+    """All -128 and all 127 over as many tokens as B holds at the longest head dimension (the
+    largest scores and P·V sums), a steep exponential, an empty fetched set."""
+    tb = EngineTB(dut)
+    tb.cross("both", seed=12)
+    await tb.start()
+    rng = np.random.default_rng(12)
+    K, L, cfg = tb.model.score_k_max, tb.model.b_rows, tb.cfg
+    ports, want = empty_ports(), []
+    for m, l, c, kind, alpha in ((5, L, 5, "min", 3e-3), (4, L, 0, "max", 3e-3),
+                                 (9, L, 3, "uniform", 0.5), (12, 6, 6, "uniform", 3e-3)):
+        unit = ExpUnit.for_config(alpha, cfg)
+        want += attend_command(ports, random_int8(rng, (m, K), kind),
+                               random_int8(rng, (l, K), kind), random_int8(rng, (l, K), kind),
+                               c, unit, cfg)
+    await tb.run(ports, [], [], [], want)
+    assert want[0]["o"][0] == -128 << cfg.out_frac_bits
+
+
+@cocotb.test()
+@cocotb.parametrize(preset=named(["paper", "tuned"]))
+async def real_trace_attention(dut, preset):
+    """The bundled trace's light attention under both presets (sinks, the golden run's
+    selection, the step's own tokens causally): every row equal to the golden integer
+    mode's attention_int."""
+    tb = EngineTB(dut)
+    tb.cross("both" if preset == "tuned" else "periodic", seed=13)
+    await tb.start()
+    ports, want, _ = trace_attend_commands(preset, tb.cfg, n_groups=3, max_rows=48)
+    assert ports["cmd"]
+    await tb.run(ports, [], [], [], want)
+
+
+@cocotb.test()
 async def refused_commands(dut):
     """Zero sizes, rows longer than the buffer, too many B rows, an unknown kind, a hash of the
-    wrong width: each refused (its beats dropped, error set with its code), and the next
+    wrong width, scores that would not fit, a causal step longer than the attended set: each
+    refused (its beats dropped, error set with its code), and the next
     command runs."""
     tb = EngineTB(dut)
     tb.cross("both", seed=5)
     await tb.start()
     n, K, L = tb.model.n, tb.model.k_buf, tb.model.b_rows
     rng = np.random.default_rng(5)
-    for kind, m, k, l, code in ((0, 3, 0, 4, 1), (0, 2, K + 1, 4, 1), (0, 2, 8, L + 1, 1),
-                                (3, 2, 8, 4, 2), (1, 2, 8, tb.model.n_hp - 1, 3),
-                                (2, 2, tb.model.score_k_max + 1, 4, 1)):
+    sk = tb.model.score_k_max
+    for kind, m, k, l, c, code in ((0, 3, 0, 4, 0, 1), (0, 2, K + 1, 4, 0, 1),
+                                   (0, 2, 8, L + 1, 0, 1), (5, 2, 8, 4, 0, 2),
+                                   (1, 2, 8, tb.model.n_hp - 1, 0, 3), (2, 2, sk + 1, 4, 0, 1),
+                                   (3, 2, sk + 1, 4, 0, 1), (3, 2, 8, 4, 5, 1)):
         await tb.reset()
         ports, want = empty_ports(), []
-        bad_command(ports, kind, m, k, l, n)
+        bad_command(ports, kind, m, k, l, n, causal=c)
         want += gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
         perf = await tb.run(ports, want, [])
         await ReadOnly()

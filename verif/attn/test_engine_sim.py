@@ -11,20 +11,22 @@ from verif.lib.scoreboard import compare
 from vrex.config import Config
 from vrex.rules import ParameterError
 
-from .model import (bad_command, empty_ports, gemm_command, hash_command, random_int8,
-                    score_command, trace_score_commands)
+from .model import (attend_command, bad_command, empty_ports, gemm_command, hash_command,
+                    random_int8, score_command, trace_attend_commands, trace_score_commands)
 
 
-def run(cfg, ports, want_gemm, want_hash, want_score=(), *, cross="none", seed=0):
+def run(cfg, ports, want_gemm, want_hash, want_score=(), want_attn=(), *, cross="none",
+        seed=0):
     dut = AttentionEngine.from_config(cfg)
     sinks = {"o_gemm": len(want_gemm), "o_hash": len(want_hash),
-             "o_score": len(want_score)}
+             "o_score": len(want_score), "o_attn": len(want_attn)}
     got, when, perf = run_ports(dut, ports, sinks, cross=cross, seed=seed,
                                 read={"error": dut.error, "error_code": dut.error_code},
                                 max_cycles=400_000)
     compare(got["o_gemm"], want_gemm, what="gemm beat")
     compare(got["o_hash"], want_hash, what="hash beat")
     compare(got["o_score"], list(want_score), what="score beat")
+    compare(got["o_attn"], list(want_attn), what="attention beat")
     return got, when, perf
 
 
@@ -105,6 +107,59 @@ def test_score_real_trace(preset):
     run(cfg, ports, [], [], want, cross="both", seed=6)
 
 
+@pytest.mark.parametrize("cross", CROSSINGS)
+@pytest.mark.parametrize("n", [4, 8])
+def test_attend_commands(n, cross):
+    """Light attention: sizes not multiples of n, causal steps of several lengths and none,
+    several query heads a command (the causal position wraps), back to back with scoring and
+    a GEMM."""
+    cfg = small(n)
+    rng = np.random.default_rng(20 + n + list(CROSSINGS).index(cross))
+    unit = ExpUnit.for_config(3e-3, cfg)
+    ports, want_attn, want_score = empty_ports(), [], []
+    for m, d, l, c in ((3, 64, 5, 3), (2 * n + 1, 13, n + 3, 0), (3 * 5, 16, 32, 5)):
+        want_attn += attend_command(ports, random_int8(rng, (m, d)), random_int8(rng, (l, d)),
+                                    random_int8(rng, (l, d)), c, unit, cfg)
+    want_score += score_command(ports, random_int8(rng, (n + 1, 20)),
+                                random_int8(rng, (7, 20)), rng.integers(1, 9, 7), unit, cfg)
+    want_gemm = gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
+    _, _, perf = run(cfg, ports, want_gemm, [], want_score, want_attn, cross=cross, seed=7)
+    assert perf["commands"] == 5 and perf["error"] == 0
+
+
+@pytest.mark.parametrize("case", ["one_token", "no_fetched", "min", "max", "steep", "wide"])
+def test_attend_corners(case):
+    """A row attending to one token (the step's first token with nothing before it), an
+    empty fetched set (only the step's own tokens), all -128 inputs (the largest scores and
+    P·V sums), all 127, a steep exponential (most weights 0), every row attending to as many
+    tokens as B holds at the longest head dimension."""
+    cfg = small(4, head_dim=64)
+    rng = np.random.default_rng(30)
+    ports, want = empty_ports(), []
+    L, K = 32, AttentionEngine.from_config(cfg).score_k_max
+    m, d, l, c, kind, alpha = {"one_token": (4, 16, 1, 1, "uniform", 3e-3),
+                               "no_fetched": (2 * 6, 16, 6, 6, "uniform", 3e-3),
+                               "min": (5, K, L, 5, "min", 3e-3),
+                               "max": (5, K, L, 0, "max", 3e-3),
+                               "steep": (9, K, L, 3, "uniform", 0.5),
+                               "wide": (6, K, L, 0, "uniform", 1e-4)}[case]
+    unit = ExpUnit.for_config(alpha, cfg)
+    want += attend_command(ports, random_int8(rng, (m, d), kind), random_int8(rng, (l, d), kind),
+                           random_int8(rng, (l, d), kind), c, unit, cfg)
+    run(cfg, ports, [], [], [], want, cross="both", seed=8)
+    if case == "min":
+        assert all(v == -128 << cfg.out_frac_bits for b in want for v in b["o"])
+
+
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
+def test_attend_real_trace(preset):
+    """The bundled trace's light attention: sinks, the golden run's selection and the step's
+    own tokens, every output row equal to golden.numerics.attention_int."""
+    cfg = Config(attn_n=8)
+    ports, want, _ = trace_attend_commands(preset, cfg, n_groups=2, max_rows=8)
+    run(cfg, ports, [], [], [], want, cross="both", seed=9)
+
+
 def test_refused_commands_are_dropped_and_the_next_runs():
     cfg = small(4)
     rng = np.random.default_rng(2)
@@ -112,12 +167,14 @@ def test_refused_commands_are_dropped_and_the_next_runs():
     bad_command(ports, 0, 3, 0, 4, 4)            # k = 0
     bad_command(ports, 0, 2, 65, 4, 4)           # k > k_buf: its 17-beat rows are dropped
     bad_command(ports, 0, 2, 8, 33, 4)           # l > b_rows
-    bad_command(ports, 3, 2, 8, 4, 4)            # unknown kind
+    bad_command(ports, 5, 2, 8, 4, 4)            # unknown kind
     bad_command(ports, 1, 2, 8, 12, 4)           # a hash of 12 bits, not n_hp = 16
+    bad_command(ports, 3, 2, 64 + 1, 5, 4)       # scores of k > score_k_max would not fit
+    bad_command(ports, 3, 2, 16, 5, 4, causal=6)  # more step tokens than attended tokens
     bad_command(ports, 2, 2, 64 + 1, 5, 4)       # scores of k > score_k_max would not fit
     want += gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), 4)
     _, _, perf = run(cfg, ports, want, [], cross="both")
-    assert perf["refused"] == 6 and perf["commands"] == 7
+    assert perf["refused"] == 8 and perf["commands"] == 9
     assert perf["error"] == 1 and perf["error_code"] == 1      # the last refusal's code
 
 
