@@ -12,16 +12,19 @@ import cocotb
 import numpy as np
 
 from golden.numerics import ExpUnit
-from verif.attn.model import (empty_ports, gemm_command, random_int8, score_command,
-                              trace_hash_commands, trace_score_commands)
+from verif.attn.model import (attend_command, empty_ports, gemm_command, random_int8,
+                              score_command, trace_attend_commands, trace_hash_commands,
+                              trace_score_commands)
 from verif.attn.tb import EngineTB
 
 
-async def _measure(tb, ports, want_gemm, want_hash, macs: int, want_score=()) -> dict:
+async def _measure(tb, ports, want_gemm, want_hash, macs: int, want_score=(),
+                   want_attn=()) -> dict:
     await tb.reset()
     t0 = len(tb.source["cmd"].stamps)
-    perf = await tb.run(ports, want_gemm, want_hash, want_score)
-    sink = tb.sink["o_gemm" if want_gemm else "o_hash" if want_hash else "o_score"]
+    perf = await tb.run(ports, want_gemm, want_hash, want_score, want_attn)
+    sink = tb.sink["o_gemm" if want_gemm else "o_hash" if want_hash else
+                   "o_score" if want_score else "o_attn"]
     cycles = sink.stamps[-1] - tb.source["cmd"].stamps[t0] + 1
     n = tb.model.n
     return {"cycles": int(cycles), "useful_macs": int(macs),
@@ -77,6 +80,28 @@ async def bench(dut):
                  cycles_per_row_candidate=r["cycles"] / pairs,
                  candidates_mean=pairs / rows)
         report[f"score_{preset}"] = r
+    # light attention: rows over l tokens (Q·Kᵀ and P·V both count: 2·m·d·l MACs)
+    report["attend"] = {}
+    d = min(64, tb.model.score_k_max)
+    for m, l, c in ((64, 256, 0), (228, 256, 76), (64, 128, 0), (64, 64, 0), (8, 256, 0)):
+        if l > tb.model.b_rows:
+            continue
+        ports = empty_ports()
+        want = attend_command(ports, random_int8(rng, (m, d)), random_int8(rng, (l, d)),
+                              random_int8(rng, (l, d)), c, unit, tb.cfg)
+        r = await _measure(tb, ports, [], [], 2 * m * d * l, (), want)
+        r["cycles_per_row"] = r["cycles"] / m
+        r["causal"] = c
+        report["attend"][f"{m}x{d}x{l}" + (f"_causal{c}" if c else "")] = r
+    for preset in ("paper", "tuned"):
+        ports, want, picks = trace_attend_commands(preset, tb.cfg, n_groups=6)
+        cmds = ports["cmd"]
+        macs = sum(2 * c["m"] * c["k"] * c["l"] for c in cmds)
+        r = await _measure(tb, ports, [], [], macs, (), want)
+        rows = sum(c["m"] for c in cmds)
+        r.update(commands=len(cmds), rows=rows, cycles_per_row=r["cycles"] / rows,
+                 tokens_mean=sum(c["m"] * c["l"] for c in cmds) / rows)
+        report[f"attend_{preset}"] = r
     out = os.environ.get("BENCH_OUT")
     if out:
         with open(out, "w") as f:
@@ -101,4 +126,13 @@ def summary(r: dict) -> list[str]:
                  + ", ".join(f"{p} {x['cycles_per_row']:.1f} cycles/row "
                              f"({x['candidates_mean']:.0f} candidates, "
                              f"{100 * x['mac_utilisation']:.1f}% MAC)" for p, x in s.items()))
+    lines.append("light attention (rows x d x tokens): "
+                 + ", ".join(f"{k} {x['cycles_per_row']:.1f} cycles/row "
+                             f"({100 * x['mac_utilisation']:.1f}% MAC)"
+                             for k, x in r["attend"].items()))
+    a = {p: r[f"attend_{p}"] for p in ("paper", "tuned")}
+    lines.append("light attention on the bundled trace's groups: "
+                 + ", ".join(f"{p} {x['cycles_per_row']:.1f} cycles/row "
+                             f"({x['tokens_mean']:.0f} tokens, "
+                             f"{100 * x['mac_utilisation']:.1f}% MAC)" for p, x in a.items()))
     return lines

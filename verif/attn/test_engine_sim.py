@@ -200,3 +200,13 @@ def test_engine_bad_parameters(kw, msg):
     with pytest.raises(ParameterError) as e:
         AttentionEngine(**{**Config().block_params("attn"), **kw})
     assert str(e.value) == msg
+
+
+def test_engine_n32_elaborates():
+    """The paper's larger arrays elaborate: n = 32 with the default buffers (WTU beats half a
+    word of scores wide)."""
+    from amaranth.back import rtlil
+    cfg = Config(attn_n=32)
+    dut = AttentionEngine.from_config(cfg)
+    text = rtlil.convert(dut, name="attn")
+    assert "pe_31_31_acc" in text and dut.wtu_lanes < dut.n

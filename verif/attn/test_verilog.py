@@ -11,7 +11,8 @@ ENGINE_POINTS = {"n4_k192_b128": Config(attn_n=4, attn_k_buf=192, attn_b_rows=12
                                          n_layers=2),
                  "n8": Config(),
                  "n16_w8": Config(attn_n=16, attn_k_buf=192, attn_b_rows=128, wtu_lanes=8)}
-# the array at n = 4, 8 (the FPGA default) and 16; n = 32 elaborates (test_sim)
+# the array at n = 4, 8 (the FPGA default) and 16; the engine at n = 32 elaborates
+# (test_engine_sim)
 ARRAY_POINTS = {"n4": Config(attn_n=4), "n8": Config(), "n16": Config(attn_n=16)}
 # the exp unit at the default formats, and at a narrower table and weight
 EXP_POINTS = {"default": Config(), "f6_w12": Config(exp_frac_bits=6, weight_bits=12)}
