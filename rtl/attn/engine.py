@@ -776,15 +776,17 @@ class AttentionEngine(wiring.Component):
         with m.Elif(x.p_take | ~x.start):
             m.d.sync += x.p_ready.eq(0)
 
+    DIV_BITS = 2        # quotient bits a divider step makes a cycle
+
     def _divider(self, m, x):
         """``o = round_div(num · 2**out_frac_bits, den)`` for the n values of a P·V row (one
-        den, the row's): n restoring dividers side by side, one quotient bit a cycle.
-        ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder starts at
-        ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width, halving each
-        cycle. The quotient fits ``8 + out_frac_bits`` bits (a convex combination of int8
-        values), so a beat takes that many cycles, plus one to load."""
+        den, the row's): n restoring dividers side by side, ``DIV_BITS`` quotient bits a
+        cycle. ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder starts
+        at ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width, halving
+        each step. The quotient fits ``8 + out_frac_bits`` bits (a convex combination of int8
+        values, rounded up to a multiple of DIV_BITS), so a beat takes ``div_cycles``."""
         n, arr, F = self._n, self._array, self._out_frac_bits
-        qb = 8 + F
+        qb = -(-(8 + F) // self.DIV_BITS) * self.DIV_BITS
         o = arr.o.payload
         den_bits = len(x.den[0])
         r_bits = self._acc_bits + F + 2
@@ -809,12 +811,16 @@ class AttentionEngine(wiring.Component):
                              rem[t].eq((mag << (F + 1)) + den)]
         with m.If(busy):
             for t in range(n):
-                ge = rem[t] >= dsh
-                with m.If(ge):
-                    m.d.sync += rem[t].eq(rem[t] - dsh)
-                m.d.sync += quo[t].eq(Cat(ge, quo[t][:-1]))
-            m.d.sync += [dsh.eq(dsh >> 1), count.eq(count - 1)]
-            with m.If(count == 0):
+                r_, q_ = rem[t], quo[t]
+                for b in range(self.DIV_BITS):
+                    d_ = dsh >> b
+                    ge = Signal(name=f"div_ge_{t}_{b}")
+                    nr = Signal(r_bits, name=f"div_rem_{t}_{b}")
+                    m.d.comb += [ge.eq(r_ >= d_), nr.eq(Mux(ge, r_ - d_, r_))]
+                    r_, q_ = nr, Cat(ge, q_[:-1])
+                m.d.sync += [rem[t].eq(r_), quo[t].eq(q_)]
+            m.d.sync += [dsh.eq(dsh >> self.DIV_BITS), count.eq(count - self.DIV_BITS)]
+            with m.If(count < self.DIV_BITS):
                 m.d.sync += [busy.eq(0), done.eq(1)]
         p = self.o_attn.payload
         for t in range(n):

@@ -151,6 +151,19 @@ def test_attend_corners(case):
         assert all(v == -128 << cfg.out_frac_bits for b in want for v in b["o"])
 
 
+@pytest.mark.parametrize("frac", [0, 5, 12])
+def test_attend_output_formats(frac):
+    """Other output fractions: the dividers' quotient width follows out_frac_bits (odd ones
+    round up to whole divider steps)."""
+    cfg = small(4, out_frac_bits=frac)
+    rng = np.random.default_rng(40 + frac)
+    unit = ExpUnit.for_config(5e-3, cfg)
+    ports = empty_ports()
+    want = attend_command(ports, random_int8(rng, (9, 20)), random_int8(rng, (13, 20)),
+                          random_int8(rng, (13, 20)), 3, unit, cfg)
+    run(cfg, ports, [], [], [], want, cross="both", seed=10)
+
+
 @pytest.mark.parametrize("preset", ["paper", "tuned"])
 def test_attend_real_trace(preset):
     """The bundled trace's light attention: sinks, the golden run's selection and the step's
