@@ -43,15 +43,22 @@ def gemm_rows(a, b, n: int) -> list[dict]:
     """The engine's ``o_gemm`` beats for ``A·Bᵀ``: per row tile (outer) and column tile, the
     tile's real rows, each ``c[n]`` (zero past B's last row) with its row and first column;
     ``last`` on the final beat."""
-    c = gemm(a, b)
-    M, L = c.shape
+    return _tile_rows(gemm(a, b), n, "c")
+
+
+def _tile_rows(out, n: int, field: str) -> list[dict]:
+    """A result matrix as the engine emits it: per row tile (outer) and n-column tile, the
+    tile's real rows, each ``field[n]`` (zero past the last column) with its row and first
+    column; ``last`` on the final beat."""
+    out = np.asarray(out, np.int64)
+    M, L = out.shape
     beats = []
     for i in range(0, M, n):
         for j in range(0, L, n):
             for r in range(i, min(i + n, M)):
                 row = np.zeros(n, np.int64)
-                row[:min(n, L - j)] = c[r, j:j + n]
-                beats.append({"c": [int(v) for v in row], "row": r, "col": j, "last": 0})
+                row[:min(n, L - j)] = out[r, j:j + n]
+                beats.append({field: [int(v) for v in row], "row": r, "col": j, "last": 0})
     beats[-1]["last"] = 1
     return beats
 
@@ -108,14 +115,4 @@ def attend_rows(out, n: int) -> list[dict]:
     """The engine's ``o_attn`` beats for light attention's output ``[m, d]``: per row tile
     (outer) and n-dimension column tile, the tile's rows, each ``o[n]`` (zero past d), the
     row and the first dimension; ``last`` on the final beat."""
-    out = np.asarray(out, np.int64)
-    M, D = out.shape
-    beats = []
-    for i in range(0, M, n):
-        for j in range(0, D, n):
-            for r in range(i, min(i + n, M)):
-                row = np.zeros(n, np.int64)
-                row[:min(n, D - j)] = out[r, j:j + n]
-                beats.append({"o": [int(x) for x in row], "row": r, "col": j, "last": 0})
-    beats[-1]["last"] = 1
-    return beats
+    return _tile_rows(out, n, "o")

@@ -148,8 +148,10 @@ class HashClusterUnit(wiring.Component):
         N, W, Lh = self._lanes, self._window, self._layers
         x.rows = W // N
         x.wlog, x.rlog = exact_log2(W), exact_log2(x.rows)
+        # (at least two words: a one-word memory has a zero-width address, which the Verilog
+        # backend emits as ``[-1:0]``; the second word of a one-layer, one-row window is unused)
         m.submodules.mem = mem = memory.Memory(
-            shape=data.ArrayLayout(self.entry_layout, N), depth=Lh * x.rows, init=[])
+            shape=data.ArrayLayout(self.entry_layout, N), depth=max(2, Lh * x.rows), init=[])
         x.wr = mem.write_port(granularity=1)
         x.rd = mem.read_port()
 
@@ -198,9 +200,10 @@ class HashClusterUnit(wiring.Component):
         x.spec = spec = Signal()    # the decision cycle also reads the buffered token's row 0
         rd, wr = x.rd, x.wr
         rd_row = Signal.like(beat)
-        m.d.comb += [rd_row.eq(Mux(spec, 0, beat)),
-                     rd.addr.eq(Mux(spec, Cat(Const(0, rlog), x.nxt.layer[:x.layer_log]),
-                                    Cat(beat[:rlog], x.cur.layer[:x.layer_log])))]
+        m.d.comb += rd_row.eq(Mux(spec, 0, beat))
+        if rlog + x.layer_log:           # (one layer of one row: the address is always 0)
+            m.d.comb += rd.addr.eq(Mux(spec, Cat(Const(0, rlog), x.nxt.layer[:x.layer_log]),
+                                       Cat(beat[:rlog], x.cur.layer[:x.layer_log])))
         m.d.sync += [x.s1_valid.eq(x.issue), x.s1_beat.eq(rd_row)]
 
         # The decision cycle reads the next token's row 0 while it writes one entry: if that
@@ -219,6 +222,9 @@ class HashClusterUnit(wiring.Component):
             m.d.comb += e.eq(Mux(x.fwd_hit & x.fwd_en[j], x.fwd_entry, x.rd.data[j]))
             slot = Signal(x.wlog, name=f"s1_slot_{j}")
             m.d.comb += slot.eq(Cat(Const(j, x.lane_log), x.s1_beat[:x.rlog]))
+            # a slot opened after the next one (a one-row window's last lane never is: a
+            # constant compare there is a lint error)
+            newer = slot < x.r if x.rlog or j < self._window - 1 else Const(0, 1)
             in_window = Signal(name=f"s1_in_{j}")
             m.d.comb += in_window.eq(slot < x.n_cur)      # slot < window <= n_cur when full
             age = Signal(self._step_bits, name=f"s1_age_{j}")
@@ -229,7 +235,7 @@ class HashClusterUnit(wiring.Component):
             with m.If(x.s1_valid):
                 m.d.sync += [x.s2[j].rank.elig.eq(in_window & young),
                              x.s2[j].rank.ndist.eq(~dist),
-                             x.s2[j].rank.key.eq(Cat(slot, slot < x.r)), x.s2[j].entry.eq(e)]
+                             x.s2[j].rank.key.eq(Cat(slot, newer)), x.s2[j].entry.eq(e)]
         m.d.sync += x.s2_valid.eq(x.s1_valid)
 
     def _reduce(self, m, x):

@@ -117,22 +117,16 @@ def summary(r: dict) -> list[str]:
                  f"{h['paper']['cycles_per_token']:.1f} (paper) / "
                  f"{h['tuned']['cycles_per_token']:.1f} (tuned) cycles each, operand loads "
                  f"included")
-    lines.append("cluster scoring (rows x d x candidates): "
-                 + ", ".join(f"{k} {x['cycles_per_row']:.1f} cycles/row "
-                             f"({100 * x['mac_utilisation']:.1f}% MAC)"
-                             for k, x in r["score"].items()))
-    s = {p: r[f"score_{p}"] for p in ("paper", "tuned")}
-    lines.append("scoring the bundled trace's groups: "
-                 + ", ".join(f"{p} {x['cycles_per_row']:.1f} cycles/row "
-                             f"({x['candidates_mean']:.0f} candidates, "
-                             f"{100 * x['mac_utilisation']:.1f}% MAC)" for p, x in s.items()))
-    lines.append("light attention (rows x d x tokens): "
-                 + ", ".join(f"{k} {x['cycles_per_row']:.1f} cycles/row "
-                             f"({100 * x['mac_utilisation']:.1f}% MAC)"
-                             for k, x in r["attend"].items()))
-    a = {p: r[f"attend_{p}"] for p in ("paper", "tuned")}
-    lines.append("light attention on the bundled trace's groups: "
-                 + ", ".join(f"{p} {x['cycles_per_row']:.1f} cycles/row "
-                             f"({x['tokens_mean']:.0f} tokens, "
-                             f"{100 * x['mac_utilisation']:.1f}% MAC)" for p, x in a.items()))
+    for key, what, mean, unit in (("score", "cluster scoring", "candidates_mean",
+                                   "candidates"),
+                                  ("attend", "light attention", "tokens_mean", "tokens")):
+        lines.append(f"{what} (rows x d x {unit}): "
+                     + ", ".join(f"{k} {x['cycles_per_row']:.1f} cycles/row "
+                                 f"({100 * x['mac_utilisation']:.1f}% MAC)"
+                                 for k, x in r[key].items()))
+        lines.append(f"{what} on the bundled trace's groups: "
+                     + ", ".join(f"{p} {x['cycles_per_row']:.1f} cycles/row "
+                                 f"({x[mean]:.0f} {unit}, "
+                                 f"{100 * x['mac_utilisation']:.1f}% MAC)"
+                                 for p, x in ((p, r[f"{key}_{p}"]) for p in ("paper", "tuned"))))
     return lines

@@ -6,12 +6,14 @@ from verif.lib.runner import run_point
 from vrex.config import Config
 from vrex.emit import write_verilog
 
-# lanes 4/16, window 64/1024, n_hp 16/32/64, one to three layer contexts
+# lanes 4/16, window 16/64/1024, n_hp 16/32/64, one to three layer contexts; window == lanes
+# with one layer (a one-word window memory, once emitted with [-1:0] addresses)
 POINTS = {
     "default": Config(),
     "l4_w64_h16": Config(n_hp=16, hcu_lanes=4, window=64, n_layers=2),
     "l16_w64_h64": Config(n_hp=64, hcu_lanes=16, window=64, n_layers=1),
     "l4_w1024_h32": Config(n_hp=32, hcu_lanes=4, window=1024, n_layers=1),
+    "l16_w16_h32": Config(n_hp=32, hcu_lanes=16, window=16, n_layers=1),
 }
 
 
