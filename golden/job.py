@@ -116,7 +116,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     bt = cfgs["resv"].block_tokens
     need = trace.n_layers * trace.n_kv_heads * -(-(trace.n_tokens - n_sink) // bt)
     near_blocks = max(trace.n_kv_heads, int(near_share * need))
-    lay_kw = dict(block_tokens=bt, near_blocks=near_blocks)
+    lay_kw = dict(block_tokens=bt, near_blocks=near_blocks, head_dim=trace.head_dim)
     layouts = {"seq": simulate_layout(seq_owner, bounds, heads_per_group=trace.n_kv_heads,
                                       **lay_kw)}
     for name in ("resv", "resv_tuned"):

@@ -1,28 +1,208 @@
-"""The KV block layout of D12 and the cost of every fetch.
+"""The KV memory of D12, address-exact: every token's block, tier and byte address, every
+fetch's bursts and delivery order, every offload's bursts; the golden job's byte and burst
+counts come out of the same model.
 
-KV lives in blocks of ``block_tokens`` tokens per KV head. Every block belongs to one owner:
-a cluster (ReSV's cluster-contiguous layout) or the whole layer (a sequential layout, for
-methods without clusters). A new token goes into its owner's open block if that block has
-room and is still in the near tier, else into a newly allocated block. The near tier holds
-``near_blocks`` blocks (all layers and KV heads together); allocating past that moves the
-oldest allocated near blocks to the far tier, where they stay. Sink tokens are pinned on chip
-and never fetched.
+Blocks. KV lives in blocks of ``block_tokens`` token slots per KV head; a slot holds the
+token's K row then its V row (``2 · head_dim`` int8 bytes), so a block is ``block_bytes =
+block_tokens · 2 · head_dim`` bytes. Every block belongs to one owner: a cluster (ReSV's
+cluster-contiguous layout) or the whole layer (a sequential layout, for methods without
+clusters). The KV heads of a hash group share their clusters, so a *logical* block is
+``heads_per_group`` physical blocks, one per head, allocated, filled and moved together. A new
+token goes into its owner's open block if that block has room and is still in the near tier,
+else into a newly allocated block. Sink tokens are pinned on chip and never stored or fetched.
 
-A fetch at step s moves the selected past tokens: ``2 · head_dim`` bytes each (int8 K and V),
-one burst per block holding at least one selected token, served by the tier the block is in
-at step s. Tokens are appended in streaming order (steps outer, layers inner) after the
-step's selection, so a block that moves during step s is far from step s + 1 on.
+Tiers and addresses. The near tier (device DRAM, from ``near_base``) holds ``near_blocks``
+physical blocks as a ring of ``near_blocks // heads_per_group`` logical slots: the k-th
+allocated logical block takes slot ``k mod slots``, head j of it the physical block
+``slot · heads_per_group + j``. Allocating with every slot taken first moves the oldest near
+block to the far tier (from ``far_base``, append-only: the f-th offloaded logical block at
+``f · heads_per_group + j``): its filled slots are read from near and written to far, the
+block is sealed (it takes no more tokens) and it is far for fetches from the next step on
+(the block table changes once the write has completed). Tokens are stored in streaming order
+(steps outer, layers, groups, tokens inner) after the step's selection, so a fetch at step s
+sees every block as it stood before step s's stores.
+
+Fetches. A fetch at step s for (layer, KV head) delivers a set of past tokens: blocks in the
+order of their owner (a cluster id; the layer for a sequential layout) and then allocation,
+tokens in slot order within a block, each maximal run of consecutive selected slots read as
+one burst from the tier holding the block at step s. A burst is split where it would cross a
+4 KB boundary or exceed ``max_burst_beats`` beats of ``bus_bytes`` (AXI4 INCR rules).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Layout", "simulate_layout", "fetch_cost"]
+__all__ = ["NEVER", "Burst", "KvGeometry", "KvMemory", "Layout", "simulate_layout",
+           "fetch_cost", "split_burst"]
 
 NEVER = np.iinfo(np.int64).max
+BOUNDARY = 4096                 # an AXI4 burst never crosses a 4 KB boundary
+
+
+@dataclass(frozen=True)
+class KvGeometry:
+    """The KV memory's sizes and windows. Addresses are byte addresses; the windows'
+    bases are multiples of ``block_bytes`` in every use here."""
+    block_tokens: int
+    head_dim: int
+    heads_per_group: int
+    near_blocks: int
+    near_base: int = 0
+    far_base: int = 1 << 32
+    bus_bytes: int = 16
+    max_burst_beats: int = 256
+
+    def __post_init__(self):
+        for k in ("block_tokens", "head_dim", "heads_per_group", "bus_bytes",
+                  "max_burst_beats"):
+            if not (isinstance(getattr(self, k), int) and getattr(self, k) > 0):
+                raise ValueError(f"{k} must be a positive integer, not {getattr(self, k)!r}")
+        if self.near_blocks < self.heads_per_group:
+            raise ValueError(f"near_blocks ({self.near_blocks}) must hold one logical block "
+                             f"of heads_per_group ({self.heads_per_group}) blocks")
+        if self.max_burst_beats > 256:
+            raise ValueError(f"max_burst_beats must be at most 256 (AXI4 INCR), not "
+                             f"{self.max_burst_beats}")
+
+    @property
+    def token_bytes(self) -> int:
+        return 2 * self.head_dim
+
+    @property
+    def block_bytes(self) -> int:
+        return self.block_tokens * self.token_bytes
+
+    @property
+    def near_slots(self) -> int:
+        return self.near_blocks // self.heads_per_group
+
+
+@dataclass(frozen=True)
+class Burst:
+    tier: str           # "near" or "far"
+    addr: int           # byte address
+    length: int         # bytes
+    write: bool = False
+
+
+def split_burst(tier: str, addr: int, length: int, geo: KvGeometry, write: bool = False):
+    """``length`` bytes from ``addr`` as AXI4 INCR bursts: cut at 4 KB boundaries and at
+    ``max_burst_beats · bus_bytes``."""
+    out = []
+    cap = geo.max_burst_beats * geo.bus_bytes
+    while length > 0:
+        n = min(length, cap, BOUNDARY - addr % BOUNDARY)
+        out.append(Burst(tier, addr, n, write))
+        addr, length = addr + n, length - n
+    return out
+
+
+@dataclass
+class Block:
+    """A logical block: ``heads_per_group`` physical blocks, one per KV head of the group."""
+    id: int
+    layer: int
+    group: int
+    owner: int
+    near_slot: int
+    tokens: list = field(default_factory=list)
+    far_slot: int | None = None
+    far_from: int = NEVER
+
+    def addr(self, geo: KvGeometry, head_in_group: int, far: bool) -> int:
+        base, slot = ((geo.far_base, self.far_slot) if far else (geo.near_base, self.near_slot))
+        return base + (slot * geo.heads_per_group + head_in_group) * geo.block_bytes
+
+
+@dataclass(frozen=True)
+class Offload:
+    step: int           # the step during whose stores it happened (far from step + 1)
+    block: int
+    reads: tuple
+    writes: tuple
+
+
+class KvMemory:
+    """The block tables, the tiers and the traffic, built by :meth:`store` in streaming order."""
+
+    def __init__(self, geo: KvGeometry):
+        self.geo = geo
+        self.blocks: list[Block] = []
+        self.open: dict = {}                  # (layer, group, owner) -> open block id
+        self.near: list[int] = []             # near block ids, oldest first
+        self.offloads: list[Offload] = []
+        self.where: dict = {}                 # (layer, group, token) -> (block id, slot)
+
+    def store(self, step: int, layer: int, group: int, token: int, owner: int):
+        """Put a token of ``owner`` into its open block or a new one (offloading the oldest
+        near block first when every near slot is taken); returns (block id, slot)."""
+        geo = self.geo
+        key = (layer, group, owner)
+        bid = self.open.get(key)
+        if bid is None or len(self.blocks[bid].tokens) == geo.block_tokens or \
+                self.blocks[bid].far_slot is not None:
+            if len(self.near) == geo.near_slots:
+                self._offload(step, self.near.pop(0))
+            bid = len(self.blocks)
+            self.blocks.append(Block(bid, layer, group, owner, bid % geo.near_slots))
+            self.near.append(bid)
+            self.open[key] = bid
+        blk = self.blocks[bid]
+        blk.tokens.append(token)
+        self.where[(layer, group, token)] = (bid, len(blk.tokens) - 1)
+        return bid, len(blk.tokens) - 1
+
+    def _offload(self, step: int, bid: int):
+        geo, blk = self.geo, self.blocks[bid]
+        blk.far_slot = len(self.offloads)
+        blk.far_from = step + 1
+        n = len(blk.tokens) * geo.token_bytes
+        reads, writes = [], []
+        for j in range(geo.heads_per_group):
+            reads += split_burst("near", blk.addr(geo, j, far=False), n, geo)
+            writes += split_burst("far", blk.addr(geo, j, far=True), n, geo, write=True)
+        self.offloads.append(Offload(step, bid, tuple(reads), tuple(writes)))
+
+    def address(self, step: int, layer: int, head: int, token: int):
+        """``(tier, K address, V address)`` of a stored token as a fetch at ``step`` sees it."""
+        geo = self.geo
+        bid, slot = self.where[(layer, head // geo.heads_per_group, token)]
+        blk = self.blocks[bid]
+        far = blk.far_from <= step
+        base = blk.addr(geo, head % geo.heads_per_group, far) + slot * geo.token_bytes
+        return ("far" if far else "near"), base, base + geo.head_dim
+
+    def fetch(self, step: int, layer: int, head: int, tokens):
+        """The bursts of a fetch at ``step`` of past ``tokens`` for (layer, KV head) and the
+        order the tokens are delivered in: ``(bursts, order)``."""
+        geo = self.geo
+        g, j = head // geo.heads_per_group, head % geo.heads_per_group
+        by_block: dict = {}
+        for t in tokens:
+            if (layer, g, int(t)) not in self.where:
+                raise ValueError(f"token {int(t)} of layer {layer} is not stored (a pinned "
+                                 f"sink, or not yet written)")
+            bid, slot = self.where[(layer, g, int(t))]
+            by_block.setdefault(bid, []).append((slot, int(t)))
+        bursts, order = [], []
+        for bid in sorted(by_block, key=lambda b: (self.blocks[b].owner, b)):
+            blk = self.blocks[bid]
+            far = blk.far_from <= step
+            tier = "far" if far else "near"
+            slots = sorted(by_block[bid])
+            run = [slots[0]]
+            for s_t in slots[1:] + [None]:
+                if s_t is not None and s_t[0] == run[-1][0] + 1:
+                    run.append(s_t)
+                    continue
+                addr = blk.addr(geo, j, far) + run[0][0] * geo.token_bytes
+                bursts += split_burst(tier, addr, len(run) * geo.token_bytes, geo)
+                order += [t for _, t in run]
+                run = [s_t]
+        return bursts, order
 
 
 @dataclass
@@ -31,50 +211,42 @@ class Layout:
     far_from: np.ndarray      # int [n_blocks]: first step at which the block is far (NEVER)
     heads_per_group: int
     n_blocks: int
+    memory: KvMemory | None = None
 
     def offloaded(self) -> int:
         return int((self.far_from != NEVER).sum())
 
 
 def simulate_layout(owner: np.ndarray, bounds: np.ndarray, *, block_tokens: int,
-                    near_blocks: int, heads_per_group: int) -> Layout:
-    """Place tokens into blocks. ``owner [L, G, T]``: the owner id of each token, -1 if pinned."""
+                    near_blocks: int, heads_per_group: int, head_dim: int,
+                    **geometry) -> Layout:
+    """Store a whole stream. ``owner [L, G, T]``: the owner id of each token, -1 if pinned;
+    tokens in streaming order (steps outer, then layers, groups, tokens)."""
     L, G, T = owner.shape
+    geo = KvGeometry(block_tokens=block_tokens, head_dim=head_dim,
+                     heads_per_group=heads_per_group, near_blocks=near_blocks, **geometry)
+    mem = KvMemory(geo)
     block_of = np.full((L, G, T), -1, np.int64)
-    far_from = []
-    fill = []
-    open_block: dict = {}
-    near = []            # block ids in allocation order still near
-    head = 0             # index into near of the oldest near block
-    S = len(bounds) - 1
-    for s in range(S):
+    for s in range(len(bounds) - 1):
         a, b = int(bounds[s]), int(bounds[s + 1])
         for l in range(L):
             for g in range(G):
                 for t in range(a, b):
                     o = int(owner[l, g, t])
-                    if o < 0:
-                        continue
-                    key = (l, g, o)
-                    blk = open_block.get(key)
-                    if blk is None or fill[blk] == block_tokens or far_from[blk] != NEVER:
-                        while (len(near) - head + 1) * heads_per_group > near_blocks and head < len(near):
-                            far_from[near[head]] = s + 1
-                            head += 1
-                        blk = len(fill)
-                        fill.append(0)
-                        far_from.append(NEVER)
-                        near.append(blk)
-                        open_block[key] = blk
-                    fill[blk] += 1
-                    block_of[l, g, t] = blk
-    return Layout(block_of, np.array(far_from, np.int64), heads_per_group, len(fill))
+                    if o >= 0:
+                        block_of[l, g, t] = mem.store(s, l, g, t, o)[0]
+    far_from = np.array([blk.far_from for blk in mem.blocks], np.int64)
+    return Layout(block_of, far_from, heads_per_group, len(mem.blocks), mem)
 
 
 def fetch_cost(layout: Layout, masks: np.ndarray, bounds: np.ndarray, head_dim: int):
-    """Bytes and bursts of every fetch, by tier: arrays ``[L, S, Hkv]`` in a dict."""
+    """Bytes and bursts of every fetch, by tier, from the address-exact model: arrays
+    ``[L, S, Hkv]`` in a dict."""
     L, S, Hkv, T = masks.shape
-    hpg = layout.heads_per_group
+    mem = layout.memory
+    if mem.geo.head_dim != head_dim:
+        raise ValueError(f"the layout was built for head_dim {mem.geo.head_dim}, not "
+                         f"{head_dim}")
     out = {k: np.zeros((L, S, Hkv), np.int64)
            for k in ("bytes_near", "bytes_far", "bursts_near", "bursts_far")}
     for l in range(L):
@@ -84,13 +256,10 @@ def fetch_cost(layout: Layout, masks: np.ndarray, bounds: np.ndarray, head_dim: 
                 sel = np.flatnonzero(masks[l, s, h, :a])
                 if sel.size == 0:
                     continue
-                blk = layout.block_of[l, h // hpg, sel]
-                assert (blk >= 0).all(), "a pinned sink token was selected for fetch"
-                far_tok = layout.far_from[blk] <= s
-                out["bytes_far"][l, s, h] = int(far_tok.sum()) * 2 * head_dim
-                out["bytes_near"][l, s, h] = int((~far_tok).sum()) * 2 * head_dim
-                ub = np.unique(blk)
-                far_blk = layout.far_from[ub] <= s
-                out["bursts_far"][l, s, h] = int(far_blk.sum())
-                out["bursts_near"][l, s, h] = int((~far_blk).sum())
+                if (layout.block_of[l, h // layout.heads_per_group, sel] < 0).any():
+                    raise AssertionError("a pinned sink token was selected for fetch")
+                bursts, _ = mem.fetch(s, l, h, sel)
+                for bu in bursts:
+                    out[f"bytes_{bu.tier}"][l, s, h] += bu.length
+                    out[f"bursts_{bu.tier}"][l, s, h] += 1
     return out

@@ -48,7 +48,8 @@ def test_rekv_takes_whole_steps(tr):
 def test_layout_hand_case():
     owner = np.array([[[0, 0, 1, 0, 1, 1]]])
     bounds = np.array([0, 3, 6, 6])
-    lay = simulate_layout(owner, bounds, block_tokens=2, near_blocks=2, heads_per_group=1)
+    lay = simulate_layout(owner, bounds, block_tokens=2, near_blocks=2, heads_per_group=1,
+                          head_dim=4)
     assert lay.block_of[0, 0].tolist() == [0, 0, 1, 2, 1, 3]
     assert lay.far_from.tolist() == [2, 2, NEVER, NEVER]
     masks = np.zeros((1, 3, 1, 6), bool)
@@ -65,7 +66,8 @@ def test_layout_never_exceeds_near_capacity():
     rng = np.random.default_rng(0)
     owner = rng.integers(-1, 6, (2, 3, 200))
     bounds = np.array([0, 50, 120, 200])
-    lay = simulate_layout(owner, bounds, block_tokens=4, near_blocks=12, heads_per_group=2)
+    lay = simulate_layout(owner, bounds, block_tokens=4, near_blocks=12, heads_per_group=2,
+                          head_dim=4)
     k = lay.offloaded()
     assert k > 0
     assert (lay.far_from[:k] != NEVER).all() and (lay.far_from[k:] == NEVER).all()  # oldest first
