@@ -27,6 +27,14 @@ order of their owner (a cluster id; the layer for a sequential layout) and then 
 tokens in slot order within a block, each maximal run of consecutive selected slots read as
 one burst from the tier holding the block at step s. A burst is split where it would cross a
 4 KB boundary or exceed ``max_burst_beats`` beats of ``bus_bytes`` (AXI4 INCR rules).
+
+Prefetch versioning (D12). Every command carries a version, and versions of a layer never go
+backwards. The KVMU keeps the newest version accepted per layer; a fetch is checked when it
+starts: if a newer command for its layer has been accepted by then, the fetch is stale and
+dropped whole (no burst issued, no token delivered, counted); a fetch that starts current
+completes. :meth:`KvMemory.run_fetches` takes the events in the order the KVMU meets them
+(a command's version accepted, a fetch started), so a testbench reproduces a stale case by
+accepting a newer command while an earlier fetch still occupies the KVMU.
 """
 
 from __future__ import annotations
@@ -35,8 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["NEVER", "Burst", "KvGeometry", "KvMemory", "Layout", "simulate_layout",
-           "fetch_cost", "split_burst"]
+__all__ = ["NEVER", "Burst", "KvGeometry", "KvMemory", "Layout", "FetchResult",
+           "simulate_layout", "fetch_cost", "split_burst", "run_fetches"]
 
 NEVER = np.iinfo(np.int64).max
 BOUNDARY = 4096                 # an AXI4 burst never crosses a 4 KB boundary
@@ -203,6 +211,47 @@ class KvMemory:
                 order += [t for _, t in run]
                 run = [s_t]
         return bursts, order
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    version: int
+    bursts: tuple       # empty when dropped
+    order: tuple        # tokens delivered, in order; empty when dropped
+    stale_by: int | None = None     # the newer version that made it stale
+
+
+def run_fetches(mem: "KvMemory", events) -> tuple[list, dict]:
+    """Prefetch versioning over ``events`` in the order the KVMU meets them:
+    ``("command", layer, version)`` (a command accepted) and ``("fetch", step, layer, head,
+    tokens, version)`` (a fetch started). Returns the fetches' :class:`FetchResult` in order
+    and the counters (``fetches``, ``stale_dropped``, ``tokens_delivered``, ``bursts``).
+    A layer's version going backwards is an error."""
+    newest: dict = {}
+    results = []
+    c = dict(fetches=0, stale_dropped=0, tokens_delivered=0, bursts=0)
+    for ev in events:
+        if ev[0] == "command":
+            _, layer, v = ev
+            if v < newest.get(layer, v):
+                raise ValueError(f"layer {layer}: version {v} after {newest[layer]} goes "
+                                 f"backwards")
+            newest[layer] = v
+            continue
+        if ev[0] != "fetch":
+            raise ValueError(f"unknown event {ev[0]!r}")
+        _, step, layer, head, tokens, v = ev
+        c["fetches"] += 1
+        cur = newest.get(layer, v)
+        if v < cur:
+            c["stale_dropped"] += 1
+            results.append(FetchResult(v, (), (), stale_by=cur))
+            continue
+        bursts, order = mem.fetch(step, layer, head, tokens)
+        c["tokens_delivered"] += len(order)
+        c["bursts"] += len(bursts)
+        results.append(FetchResult(v, tuple(bursts), tuple(order)))
+    return results, c
 
 
 @dataclass

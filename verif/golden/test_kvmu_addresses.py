@@ -89,3 +89,20 @@ def test_random_stream_is_placed_exactly(hpg, bt, near, beats):
                 # the bursts, in order, cover exactly the delivered tokens' slots
                 cover = [a for b in bursts for a in range(b.addr, b.addr + b.length, 2 * d)]
                 assert cover == [mem.address(s, l, h, t)[1] for t in order]
+
+
+def test_stale_fetches_are_dropped_whole():
+    """A fetch that starts after a newer command of its layer was accepted delivers nothing;
+    one that starts current delivers everything; other layers are not affected."""
+    from golden.kvmu import run_fetches
+    mem = hand_layout().memory
+    events = [("command", 0, 1), ("fetch", 2, 0, 0, [0, 3], 1),      # current
+              ("command", 0, 2), ("fetch", 2, 0, 0, [1], 1),         # stale: v2 came first
+              ("command", 1, 5),                                     # another layer
+              ("fetch", 2, 0, 0, [4, 5], 2)]                         # current
+    res, c = run_fetches(mem, events)
+    assert [r.order for r in res] == [(0, 3), (), (4, 5)]
+    assert res[1].stale_by == 2 and res[1].bursts == ()
+    assert c == dict(fetches=3, stale_dropped=1, tokens_delivered=4, bursts=4)
+    with pytest.raises(ValueError, match="layer 0: version 1 after 2 goes backwards"):
+        run_fetches(mem, [("command", 0, 2), ("command", 0, 1)])
