@@ -127,7 +127,7 @@ class AttentionEngine(wiring.Component):
             "score": data.ArrayLayout(signed(score_bits), n),
             "count": data.ArrayLayout(count_bits, n),
             "valid": n, "first": 1, "last": 1, "head_last": 1,
-            "row": range(n), "word": 16, "tile_last": 1})
+            "row": range(n), "word": 16, "tile_last": 1, "half": 1})
         self._exp = ExpUnit(lanes=n, frac_bits=exp_frac_bits, weight_bits=weight_bits,
                             x_bits=score_bits + 1, tag_layout=self._exp_tag)
         self.perf_layout = counter_layout(self.PERF, counter_bits)
@@ -225,10 +225,11 @@ class AttentionEngine(wiring.Component):
         x.score_full = [Signal(name=f"score_full_{h}") for h in range(2)]
         x.score_free = [Signal(name=f"score_free_{h}") for h in range(2)]
         x.div_valid, x.div_ready = Signal(), Signal()      # P·V rows into the divider
-        x.p_ready = Signal()                               # P holds the row tile's weights
+        x.p_ready = [Signal(name=f"p_ready_{h}") for h in range(2)]   # P's half is written
         # light attention: V (b_rows tokens of vc_max words; a word is n dimensions, which is
-        # beat k's B operand in P·V as it stands) and P (one row tile, a memory per row, n
-        # weights a word: beat k of P·V reads word k / n of every row and picks element k mod n)
+        # beat k's B operand in P·V as it stands) and P (two row tiles, a memory per row, n
+        # weights a word: beat k of P·V reads word k / n of every row and picks element k mod n;
+        # the exp pass writes one half while P·V reads the other)
         x.vc_max = -(-self.score_k_max // n)
         vm = memory.Memory(shape=data.ArrayLayout(signed(8), n),
                            depth=self._b_rows * x.vc_max, init=[])
@@ -237,7 +238,7 @@ class AttentionEngine(wiring.Component):
         x.p_mem = []
         for r in range(n):
             pm = memory.Memory(shape=data.ArrayLayout(self._weight_bits, n),
-                               depth=self._b_rows // n, init=[])
+                               depth=2 * (self._b_rows // n), init=[])
             m.submodules[f"p_row_{r}"] = pm
             x.p_mem.append((pm.write_port(), pm.read_port()))
 
@@ -396,16 +397,30 @@ class AttentionEngine(wiring.Component):
             with m.If(x.half_free[h]):
                 m.d.sync += x.half_full[h].eq(0)
 
+    @staticmethod
+    def _next_is_pv(m, x, s_next, p_next, name):
+        """The array's job order: row tiles' scores (S) and, for light attention, their P·V,
+        as S0, S1, PV0, S2, PV1, ..., PV(last): a tile's exp pass runs while the array
+        computes the next tile's scores. The next job is P·V once the S jobs are two tiles
+        ahead or all done."""
+        pv = Signal(name=name)
+        m.d.comb += pv.eq((x.cur.kind == Kind.ATTEND) &
+                          ~((s_next < x.mt) & (s_next - p_next < 2)))
+        return pv
+
     def _feeder(self, m, x):
         """Read the buffers, one beat a cycle, into the array: f0 addresses, f1 data. Per row
         tile: its column tiles of A·Bᵀ; for light attention then its P·V (A = the tile's
         weights P, B = V's word of beat k's token), once the exp stage has written P."""
         n = self._n
         arr = self._array
-        tile_i = Signal(16)
+        tile_s = Signal(16)                     # the next row tile whose scores are fed
+        tile_p = Signal(16)                     # the next row tile whose P·V is fed
         tile_j = Signal(16)
         kk = Signal(16)
-        pv = Signal()                           # feeding the row tile's P·V
+        pv = self._next_is_pv(m, x, tile_s, tile_p, "feed_pv")
+        tile_i = Signal(16)
+        m.d.comb += tile_i.eq(Mux(pv, tile_p, tile_s))
         advance = Signal()
         issue = Signal()
         f1_valid = Signal()
@@ -419,7 +434,8 @@ class AttentionEngine(wiring.Component):
         half = tile_i[0]
         m.d.comb += advance.eq(~f1_valid | arr.i.ready)
         ready_half = Signal()
-        m.d.comb += ready_half.eq(Mux(pv, x.p_ready, Array(x.half_full)[half]))
+        m.d.comb += ready_half.eq(Array(Mux(pv, x.p_ready[h], x.half_full[h])
+                                        for h in range(2))[half])
         running = Signal()
         m.d.comb += [running.eq(x.start & (tile_i < x.mt)),
                      issue.eq(advance & running & ready_half)]
@@ -432,7 +448,7 @@ class AttentionEngine(wiring.Component):
             _, prd = x.p_mem[r]
             m.d.comb += [ard.addr.eq(half * x.kc_max + chunk),
                          brd.addr.eq(tile_j * x.kc_max + chunk),
-                         prd.addr.eq(chunk),
+                         prd.addr.eq(half * x.row_words + chunk),
                          ard.en.eq(advance), brd.en.eq(advance), prd.en.eq(advance)]
         m.d.comb += [x.v_rd.addr.eq(kk * x.vc_max + tile_j), x.v_rd.en.eq(advance)]
         with m.If(advance):
@@ -458,7 +474,7 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [arr.i.valid.eq(f1_valid), arr.i.payload.first.eq(f1_first),
                      arr.i.payload.last.eq(f1_last)]
         x.feed_stalled = Signal()
-        x.p_take = Signal()
+        x.p_take = [Signal(name=f"p_take_{h}") for h in range(2)]
         m.d.comb += x.feed_stalled.eq(f1_valid & ~arr.i.ready)
         with m.If(issue):
             with m.If(kk == kt_now - 1):
@@ -466,29 +482,32 @@ class AttentionEngine(wiring.Component):
                 with m.If(tile_j == last_j):
                     m.d.sync += tile_j.eq(0)
                     with m.If(pv):
-                        m.d.sync += [pv.eq(0), tile_i.eq(tile_i + 1)]
-                        m.d.comb += x.p_take.eq(1)
+                        m.d.sync += tile_p.eq(tile_p + 1)
+                        for h in range(2):
+                            with m.If(half == h):
+                                m.d.comb += x.p_take[h].eq(1)
                     with m.Else():
+                        m.d.sync += tile_s.eq(tile_s + 1)
                         for h in range(2):
                             with m.If(half == h):
                                 m.d.comb += x.half_free[h].eq(1)
-                        with m.If(x.cur.kind == Kind.ATTEND):
-                            m.d.sync += pv.eq(1)
-                        with m.Else():
-                            m.d.sync += tile_i.eq(tile_i + 1)
                 with m.Else():
                     m.d.sync += tile_j.eq(tile_j + 1)
             with m.Else():
                 m.d.sync += kk.eq(kk + 1)
         m.d.comb += x.feed_done.eq((tile_i >= x.mt) & ~f1_valid)
         with m.If(~x.start):
-            m.d.sync += [tile_i.eq(0), tile_j.eq(0), kk.eq(0), pv.eq(0)]
+            m.d.sync += [tile_s.eq(0), tile_p.eq(0), tile_j.eq(0), kk.eq(0)]
 
     def _outputs(self, m, x):
         """Rows leaving the array: GEMM rows, or hash bits gathered per token."""
         n = self._n
         arr = self._array
+        out_s = Signal(16)                      # the next row tile whose scores come out
+        out_p = Signal(16)                      # the next row tile whose P·V comes out
+        out_pv = self._next_is_pv(m, x, out_s, out_p, "out_pv")   # the same job order
         out_i = Signal(16)
+        m.d.comb += out_i.eq(Mux(out_pv, out_p, out_s))
         out_j = Signal(16)
         o = arr.o.payload
         grow = Signal(16)
@@ -499,7 +518,6 @@ class AttentionEngine(wiring.Component):
         m.d.comb += last_tile.eq((out_i == x.mt - 1) & (out_j == x.lt - 1))
         take = Signal()
         is_hash = x.cur.kind == Kind.HASH
-        out_pv = Signal()                       # the row tile's P·V rows (light attention)
         last_j = Mux(out_pv, x.kc - 1, x.lt - 1)
         x.out_i, x.out_j, x.real, x.out_take, x.out_pv = out_i, out_j, real, take, out_pv
         x.grow = grow
@@ -548,15 +566,15 @@ class AttentionEngine(wiring.Component):
             with m.If(o.last):
                 with m.If(out_j == last_j):
                     m.d.sync += out_j.eq(0)
-                    with m.If(~out_pv & (x.cur.kind == Kind.ATTEND)):
-                        m.d.sync += out_pv.eq(1)
+                    with m.If(out_pv):
+                        m.d.sync += out_p.eq(out_p + 1)
                     with m.Else():
-                        m.d.sync += [out_pv.eq(0), out_i.eq(out_i + 1)]
+                        m.d.sync += out_s.eq(out_s + 1)
                 with m.Else():
                     m.d.sync += out_j.eq(out_j + 1)
         m.d.comb += x.out_done.eq(out_i >= x.mt)
         with m.If(~x.start):
-            m.d.sync += [out_i.eq(0), out_j.eq(0), out_pv.eq(0)]
+            m.d.sync += [out_s.eq(0), out_p.eq(0), out_j.eq(0)]
         x.out_stalled = Signal()
         m.d.comb += x.out_stalled.eq(arr.o.valid & ~arr.o.ready)
 
@@ -636,6 +654,7 @@ class AttentionEngine(wiring.Component):
         f1_row = Signal(range(n))
         f1_word = Signal(16)
         f1_tile_last = Signal()
+        f1_half = Signal()
         advance = Signal()
         issue = Signal()
         m.d.comb += [advance.eq(~f1_valid | exp.i.ready),
@@ -648,7 +667,7 @@ class AttentionEngine(wiring.Component):
             m.d.sync += [f1_valid.eq(issue), f1_col0.eq(pj << exact_log2(n)),
                          f1_max.eq(Array(Array(x.row_max[h]) for h in range(2))[ph][pr]),
                          f1_lim.eq(Array(Array(x.row_lim[h]) for h in range(2))[ph][pr]),
-                         f1_row.eq(pr), f1_word.eq(pj),
+                         f1_row.eq(pr), f1_word.eq(pj), f1_half.eq(ph),
                          f1_tile_last.eq(row_last & (pr == rows_here - 1)),
                          f1_first.eq(pj == 0), f1_last.eq(row_last),
                          f1_head_last.eq(row_last &
@@ -676,7 +695,7 @@ class AttentionEngine(wiring.Component):
                          tag.valid[t].eq(real)]
         m.d.comb += [exp.i.valid.eq(f1_valid), tag.first.eq(f1_first), tag.last.eq(f1_last),
                      tag.head_last.eq(f1_head_last), tag.row.eq(f1_row), tag.word.eq(f1_word),
-                     tag.tile_last.eq(f1_tile_last),
+                     tag.tile_last.eq(f1_tile_last), tag.half.eq(f1_half),
                      exp.beta_m.eq(x.cur.beta_m), exp.beta_shift.eq(x.cur.beta_shift)]
 
     def _score_packer(self, m, x):
@@ -760,21 +779,24 @@ class AttentionEngine(wiring.Component):
         n, exp = self._n, self._exp
         ot = exp.o.payload.tag
         den_bits = self._weight_bits + ceil_log2(self._b_rows + 1)
-        x.den = [Signal(den_bits, name=f"den_{r}") for r in range(n)]
+        x.den = [[Signal(den_bits, name=f"den_{h}_{r}") for r in range(n)] for h in range(2)]
         put = Signal()
         m.d.comb += put.eq(exp.o.valid & (x.cur.kind == Kind.ATTEND))
         w = [Signal(self._weight_bits, name=f"p_in_{t}") for t in range(n)]
         m.d.comb += [w[t].eq(Mux(ot.valid[t], exp.o.payload.w[t], 0)) for t in range(n)]
         total = reduce_tree(m, w, lambda p, q: p + q, "p_sum")
         for r, (wr, _) in enumerate(x.p_mem):
-            m.d.comb += [wr.addr.eq(ot.word), wr.en.eq(put & (ot.row == r))]
+            m.d.comb += [wr.addr.eq(ot.half * x.row_words + ot.word),
+                         wr.en.eq(put & (ot.row == r))]
             m.d.comb += [wr.data[t].eq(w[t]) for t in range(n)]
-            with m.If(put & (ot.row == r)):
-                m.d.sync += x.den[r].eq(Mux(ot.first, 0, x.den[r]) + total)
-        with m.If(put & ot.tile_last):
-            m.d.sync += x.p_ready.eq(1)
-        with m.Elif(x.p_take | ~x.start):
-            m.d.sync += x.p_ready.eq(0)
+            for h in range(2):
+                with m.If(put & (ot.row == r) & (ot.half == h)):
+                    m.d.sync += x.den[h][r].eq(Mux(ot.first, 0, x.den[h][r]) + total)
+        for h in range(2):
+            with m.If(put & ot.tile_last & (ot.half == h)):
+                m.d.sync += x.p_ready[h].eq(1)
+            with m.Elif(x.p_take[h] | ~x.start):
+                m.d.sync += x.p_ready[h].eq(0)
 
     DIV_BITS = 2        # quotient bits a divider step makes a cycle
 
@@ -788,7 +810,7 @@ class AttentionEngine(wiring.Component):
         n, arr, F = self._n, self._array, self._out_frac_bits
         qb = -(-(8 + F) // self.DIV_BITS) * self.DIV_BITS
         o = arr.o.payload
-        den_bits = len(x.den[0])
+        den_bits = len(x.den[0][0])
         r_bits = self._acc_bits + F + 2
         d_bits = den_bits + 1 + qb
         busy = Signal()
@@ -800,7 +822,7 @@ class AttentionEngine(wiring.Component):
         neg = [Signal(name=f"div_neg_{t}") for t in range(n)]
         row, col, last = Signal(16), Signal(16), Signal()
         m.d.comb += x.div_ready.eq(~busy & ~done)
-        den = Array(x.den)[o.row]
+        den = Array(Array(x.den[h]) for h in range(2))[x.out_i[0]][o.row]
         with m.If(x.div_valid & x.div_ready):
             m.d.sync += [busy.eq(1), count.eq(qb - 1), dsh.eq(den << qb),
                          row.eq(x.grow), col.eq(x.out_j << exact_log2(n)),
