@@ -1,7 +1,8 @@
 """Verilog emission and lint: one file per top-level block, byte-identical from run to run.
 
 ``python -m vrex.emit [--out build/verilog] [--config cfg.json] [--lint] [block ...]`` writes
-``<block>.v`` for every block of :data:`rtl.BLOCKS`, built from one :class:`vrex.config.Config`.
+``<block>.v`` for every block of :data:`rtl.BLOCKS`, built from one :class:`vrex.config.Config`,
+and ``vrex_regs.h``, the core's register map for host software (``rtl/core/regmap.py``).
 """
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def main(argv=None) -> int:
         if args.lint:
             lint(path)
             print("  verilator --lint-only -Wall: clean (waivers: vrex/lint.vlt)")
+    from rtl.core.regmap import c_header
+    header = Path(args.out) / "vrex_regs.h"
+    header.write_text(c_header())
+    print(f"wrote {header} (the core's register map and descriptor, for host software)")
     return 0
 
 

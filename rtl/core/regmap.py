@@ -1,0 +1,264 @@
+"""The V-Rex core's host interface, written once: the AXI4-Lite register map, the error codes
+and the descriptor format. The docs table (docs/registers.md), the C header for host
+software (``make verilog`` writes build/verilog/vrex_regs.h) and the constants the
+testbenches use all come from this module; ``verif/flow/test_regmap.py`` checks that the
+checked-in docs table is the generated one and that the header compiles.
+
+Registers are 32 bits at 4-byte-aligned byte offsets in a 4 KB window. Access: ``RO`` read
+only, ``RW`` read/write, ``WO`` write only, ``W1C`` write one to clear, ``W1S`` write one to
+start (reads 0). A command is one descriptor = one layer of one step (DESIGN.md §2), written
+as ``DESC_WORDS`` words to ``DESC_DATA`` in order; the last word queues it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Field", "Register", "REGISTERS", "ERRORS", "DESCRIPTOR", "DESC_WORDS", "ID",
+           "VERSION", "PERF_BASE", "build_values", "offsets", "perf_registers", "register_map",
+           "encode_descriptor", "decode_descriptor", "c_header", "markdown"]
+
+ID = 0x56524558                 # "VREX"
+VERSION = (0, 1, 0)             # of this register map: major, minor, patch
+PERF_BASE = 0x100
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    lsb: int
+    width: int
+    doc: str
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.lsb
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    offset: int
+    access: str
+    doc: str
+    fields: tuple = ()
+    reset: int = 0
+
+
+def _f(name, lsb, width, doc):
+    return Field(name, lsb, width, doc)
+
+
+REGISTERS = (
+    Register("ID", 0x000, "RO", "identification: 0x56524558 (\"VREX\")", reset=ID),
+    Register("VERSION", 0x004, "RO", "register-map version", (
+        _f("patch", 0, 16, "patch"), _f("minor", 16, 8, "minor"), _f("major", 24, 8, "major")),
+        reset=VERSION[0] << 24 | VERSION[1] << 16 | VERSION[2]),
+    Register("BUILD0", 0x008, "RO", "the build's geometry (reset: the build's values)", (
+        _f("attn_n", 0, 8, "systolic array side"), _f("hcu_lanes", 8, 8, "HCU lanes"),
+        _f("wtu_lanes", 16, 8, "WTU lanes"), _f("contexts", 24, 8, "HCU layer contexts"))),
+    Register("BUILD1", 0x00C, "RO", "the build's ReSV sizes (reset: the build's values)", (
+        _f("n_hp", 0, 8, "hash bits"), _f("window_log2", 8, 8, "log2 of the cluster window"),
+        _f("buckets", 16, 8, "WiCSum buckets"), _f("block_tokens", 24, 8, "tokens a KV block"))),
+    Register("CTRL", 0x010, "RW", "control", (
+        _f("enable", 0, 1, "take descriptors from the queue"),
+        _f("soft_reset", 1, 1, "W1S: return every block to idle, empty the queue, clear the "
+                               "error; registers keep their values"))),
+    Register("STATUS", 0x014, "RO", "status", (
+        _f("busy", 0, 1, "a descriptor is running"), _f("queue_empty", 1, 1, "no descriptor "
+                                                                              "queued"),
+        _f("queue_full", 2, 1, "the queue takes no descriptor"),
+        _f("error", 3, 1, "ERROR_CODE holds an error"),
+        _f("queue_level", 8, 8, "descriptors queued"))),
+    Register("ERROR_CODE", 0x018, "W1C", "the first error since the last clear (write 1 to "
+                                         "bit 0 to clear)", (
+        _f("code", 0, 8, "an ERRORS code (0: none)"),
+        _f("version", 16, 16, "the version of the descriptor it ended"))),
+    Register("ERROR_ADDR_LO", 0x01C, "RO", "bus address of a bus error, bits 31:0"),
+    Register("ERROR_ADDR_HI", 0x020, "RO", "bus address of a bus error, bits 63:32"),
+    Register("IRQ_ENABLE", 0x024, "RW", "interrupt enables", (
+        _f("done", 0, 1, "a descriptor completed"), _f("error", 1, 1, "an error was recorded"),
+        _f("space", 2, 1, "the queue has room again"))),
+    Register("IRQ_STATUS", 0x028, "W1C", "interrupt causes (the irq output is the OR of "
+                                         "IRQ_STATUS & IRQ_ENABLE)", (
+        _f("done", 0, 1, "a descriptor completed"), _f("error", 1, 1, "an error was recorded"),
+        _f("space", 2, 1, "the queue has room again"))),
+    Register("TH_HD", 0x030, "RW", "HCU: join when the Hamming distance is below", (
+        _f("th_hd", 0, 8, "threshold"),)),
+    Register("AGE", 0x034, "RW", "HCU: cluster age limit", (
+        _f("max_age", 0, 16, "steps a cluster stays eligible"),
+        _f("age_limit", 16, 1, "apply max_age"))),
+    Register("TH_R", 0x038, "RW", "WTU: the WiCSum ratio Th_r in u1.16", (
+        _f("th_r", 0, 17, "Th_r · 65536 (halves up)"),)),
+    Register("NEAR_BASE_LO", 0x040, "RW", "near tier (device DRAM) base, bits 31:0"),
+    Register("NEAR_BASE_HI", 0x044, "RW", "near tier base, bits 63:32"),
+    Register("NEAR_BLOCKS", 0x048, "RW", "near tier capacity in KV blocks"),
+    Register("FAR_BASE_LO", 0x04C, "RW", "far tier (host memory) base, bits 31:0"),
+    Register("FAR_BASE_HI", 0x050, "RW", "far tier base, bits 63:32"),
+    Register("FAR_BLOCKS", 0x054, "RW", "far tier capacity in KV blocks"),
+    Register("MAX_BURST", 0x058, "RW", "AXI4 read and write bursts at most this many beats "
+                                       "(1 to 256)", reset=256),
+    Register("DESC_DATA", 0x060, "WO", "descriptor words, in order; the last one queues it"),
+    Register("DESC_DONE", 0x064, "RO", "descriptors completed since reset"),
+    Register("DESC_VERSION", 0x068, "RO", "version of the last completed descriptor"),
+)
+
+# error codes (ERROR_CODE.code)
+ERRORS = {
+    "NONE": (0, "no error"),
+    "DESC_ZERO_LENGTH": (1, "a descriptor with step length 0"),
+    "DESC_MISALIGNED": (2, "an address not aligned to the bus width"),
+    "DESC_OUT_OF_WINDOW": (3, "an address outside the memory windows"),
+    "DESC_UNKNOWN_LAYER": (4, "a layer the build has no hyperplanes or context for"),
+    "DESC_VERSION_BACKWARDS": (5, "a version older than the layer's last"),
+    "QUEUE_OVERFLOW": (6, "a descriptor word written while the queue was full"),
+    "BUS_READ": (7, "SLVERR or DECERR on a read (ERROR_ADDR holds the address)"),
+    "BUS_WRITE": (8, "SLVERR or DECERR on a write (ERROR_ADDR holds the address)"),
+    "ENGINE_REFUSED": (9, "the attention engine refused a command the descriptor implied"),
+}
+
+# the descriptor, word by word: (word, field, lsb, width, meaning)
+DESCRIPTOR = (
+    (0, "version", 0, 16, "command version (D12: a newer one makes older fetches stale)"),
+    (0, "layer", 16, 8, "LLM layer"),
+    (0, "kind", 24, 1, "0 frame step, 1 text step"),
+    (1, "step_len", 0, 16, "tokens in the step (> 0)"),
+    (1, "step", 16, 16, "step index"),
+    (2, "q_addr", 0, 64, "int8 Q of the step's query heads"),
+    (4, "k_addr", 0, 64, "int8 K, post-RoPE"),
+    (6, "k_hash_addr", 0, 64, "int8 hash-input keys (pre-RoPE for `tuned`)"),
+    (8, "v_addr", 0, 64, "int8 V"),
+    (10, "hp_addr", 0, 64, "int8 hyperplanes of the layer"),
+    (12, "o_addr", 0, 64, "16-bit output O"),
+    (14, "beta_m", 0, 16, "exp unit mantissa of α·log2 e (docs/numerics.md §7)"),
+    (14, "beta_shift", 16, 6, "beta_s - exp_frac_bits"),
+)
+DESC_WORDS = 16
+
+
+def build_values(cfg) -> dict:
+    """BUILD0 and BUILD1 of the build made from ``cfg``."""
+    regs = {r.name: r for r in REGISTERS}
+    vals = {"attn_n": cfg.attn_n, "hcu_lanes": cfg.hcu_lanes, "wtu_lanes": cfg.wtu_lanes,
+            "contexts": cfg.contexts, "n_hp": cfg.n_hp,
+            "window_log2": cfg.window.bit_length() - 1, "buckets": cfg.buckets,
+            "block_tokens": cfg.block_tokens}
+    out = {}
+    for name in ("BUILD0", "BUILD1"):
+        v = 0
+        for f in regs[name].fields:
+            if not 0 <= vals[f.name] < 1 << f.width:
+                raise ValueError(f"{name}.{f.name} cannot hold {vals[f.name]}")
+            v |= vals[f.name] << f.lsb
+        out[name] = v
+    return out
+
+
+def offsets(blocks: dict | None = None) -> dict:
+    """Register name -> byte offset, for testbenches."""
+    return {r.name: r.offset for r in register_map(blocks)}
+
+
+def perf_registers(blocks: dict) -> list[Register]:
+    """Every block's performance counters, read only, from PERF_BASE: the blocks in registry
+    order, each block's counters in its ``PERF`` order."""
+    regs, off = [], PERF_BASE
+    for name, b in blocks.items():
+        for counter in getattr(b.cls, "PERF", ()):
+            regs.append(Register(f"PERF_{name.upper()}_{counter.upper()}", off, "RO",
+                                 f"{name}: {counter}"))
+            off += 4
+    return regs
+
+
+def register_map(blocks: dict | None = None) -> list[Register]:
+    """The whole map: :data:`REGISTERS` and the counters of ``blocks`` (default: the core's
+    blocks, the registry's ``hcu``, ``wtu`` and ``attn``)."""
+    if blocks is None:
+        from rtl import BLOCKS
+        blocks = {k: BLOCKS[k] for k in ("hcu", "wtu", "attn")}
+    return list(REGISTERS) + perf_registers(blocks)
+
+
+def encode_descriptor(**values) -> list[int]:
+    """The ``DESC_WORDS`` words of a descriptor; every field of :data:`DESCRIPTOR` named,
+    each within its width."""
+    words = [0] * DESC_WORDS
+    names = {f for _, f, _, _, _ in DESCRIPTOR}
+    if set(values) != names:
+        missing, extra = names - set(values), set(values) - names
+        raise ValueError(f"descriptor fields: missing {sorted(missing)}, unknown "
+                         f"{sorted(extra)}")
+    for w, f, lsb, width, _ in DESCRIPTOR:
+        v = values[f]
+        if not (isinstance(v, int) and 0 <= v < 1 << width):
+            raise ValueError(f"descriptor field {f} must fit {width} bits, not {v!r}")
+        v <<= lsb
+        for k in range(-(-(lsb + width) // 32)):
+            words[w + k] |= (v >> 32 * k) & 0xFFFF_FFFF
+    return words
+
+
+def decode_descriptor(words) -> dict:
+    if len(words) != DESC_WORDS:
+        raise ValueError(f"a descriptor is {DESC_WORDS} words, not {len(words)}")
+    out = {}
+    for w, f, lsb, width, _ in DESCRIPTOR:
+        v = 0
+        for k in range(-(-(lsb + width) // 32)):
+            v |= words[w + k] << 32 * k
+        out[f] = (v >> lsb) & ((1 << width) - 1)
+    return out
+
+
+def c_header(blocks: dict | None = None) -> str:
+    """``vrex_regs.h``: offsets, field shifts and masks, error codes, descriptor layout."""
+    lines = ["/* V-Rex core register map, generated by rtl/core/regmap.py: do not edit. */",
+             "#ifndef VREX_REGS_H", "#define VREX_REGS_H", "",
+             f"#define VREX_ID_VALUE 0x{ID:08X}u",
+             f"#define VREX_REGMAP_VERSION 0x{REGISTERS[1].reset:08X}u",
+             f"#define VREX_DESC_WORDS {DESC_WORDS}u", ""]
+    for r in register_map(blocks):
+        lines.append(f"#define VREX_{r.name} 0x{r.offset:03X}u  /* {r.access}: "
+                     f"{r.doc.replace('*/', '')} */")
+        for f in r.fields:
+            lines += [f"#define VREX_{r.name}_{f.name.upper()}_SHIFT {f.lsb}u",
+                      f"#define VREX_{r.name}_{f.name.upper()}_MASK 0x{f.mask:08X}u"]
+    lines.append("")
+    for name, (code, doc) in ERRORS.items():
+        lines.append(f"#define VREX_ERR_{name} {code}u  /* {doc} */")
+    lines.append("")
+    for w, f, lsb, width, doc in DESCRIPTOR:
+        lines += [f"#define VREX_DESC_{f.upper()}_WORD {w}u  /* {doc} */",
+                  f"#define VREX_DESC_{f.upper()}_SHIFT {lsb}u",
+                  f"#define VREX_DESC_{f.upper()}_BITS {width}u"]
+    lines += ["", "#endif /* VREX_REGS_H */", ""]
+    return "\n".join(lines)
+
+
+def markdown(blocks: dict | None = None) -> str:
+    """docs/registers.md."""
+    out = ["# The V-Rex core's registers and descriptor", "",
+           "Generated from `rtl/core/regmap.py` (`python -m rtl.core.regmap > docs/registers.md`);"
+           " the C header for host software is `build/verilog/vrex_regs.h` (`make verilog`). "
+           "The core itself is not built yet (issue 10): this is the interface it implements.",
+           "", "## Registers (AXI4-Lite, 32-bit, byte offsets)", "",
+           "| offset | name | access | reset | fields / meaning |", "|---|---|---|---|---|"]
+    for r in register_map(blocks):
+        fields = "; ".join(f"[{f.lsb + f.width - 1}:{f.lsb}] `{f.name}` {f.doc}"
+                           for f in r.fields)
+        out.append(f"| 0x{r.offset:03X} | `{r.name}` | {r.access} | 0x{r.reset:X} | "
+                   f"{r.doc}{': ' + fields if fields else ''} |")
+    out += ["", "## Error codes (`ERROR_CODE.code`)", "", "| code | name | meaning |",
+            "|---|---|---|"]
+    out += [f"| {c} | `{n}` | {d} |" for n, (c, d) in ERRORS.items()]
+    out += ["", f"## Descriptor ({DESC_WORDS} words to `DESC_DATA`)", "",
+            "| word | bits | field | meaning |", "|---|---|---|---|"]
+    for w, f, lsb, width, doc in DESCRIPTOR:
+        span = f"{w}" if lsb + width <= 32 else f"{w}-{w + (lsb + width - 1) // 32}"
+        bits = f"[{lsb + width - 1}:{lsb}]"
+        out.append(f"| {span} | {bits} | `{f}` | {doc} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
