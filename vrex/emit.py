@@ -2,7 +2,7 @@
 
 ``python -m vrex.emit [--out build/verilog] [--config cfg.json] [--lint] [block ...]`` writes
 ``<block>.v`` for every block of :data:`rtl.BLOCKS`, built from one :class:`vrex.config.Config`,
-and ``vrex_regs.h``, the core's register map for host software (``rtl/core/regmap.py``).
+and ``vrex_regs.h``, the core's register map for host software (``vrex/regmap.py``).
 """
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ def main(argv=None) -> int:
         if args.lint:
             lint(path)
             print("  verilator --lint-only -Wall: clean (waivers: vrex/lint.vlt)")
-    from rtl.core.regmap import c_header
+    from .regmap import c_header, core_blocks
     header = Path(args.out) / "vrex_regs.h"
-    header.write_text(c_header())
+    header.write_text(c_header(core_blocks()))
     print(f"wrote {header} (the core's register map and descriptor, for host software)")
     return 0
 

@@ -1,4 +1,4 @@
-"""The core's host interface, written once (rtl/core/regmap.py): the map is consistent, the
+"""The core's host interface, written once (vrex/regmap.py): the map is consistent, the
 checked-in docs table is the generated one, the C header compiles and agrees with Python, and
 descriptors round-trip."""
 import shutil
@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from rtl import BLOCKS
-from rtl.core import regmap
+from vrex import regmap
 from verif.lib.runner import ROOT
 from vrex.config import Config
 
 
 def test_registers_are_aligned_unique_and_fields_disjoint():
-    regs = regmap.register_map()
+    regs = regmap.register_map(regmap.core_blocks())
     offs = [r.offset for r in regs]
     assert len(set(offs)) == len(offs) and all(o % 4 == 0 and o < 4096 for o in offs)
     assert len({r.name for r in regs}) == len(regs)
@@ -28,15 +28,15 @@ def test_registers_are_aligned_unique_and_fields_disjoint():
 
 
 def test_every_block_counter_has_a_register():
-    names = {r.name for r in regmap.register_map()}
+    names = {r.name for r in regmap.register_map(regmap.core_blocks())}
     for block in ("hcu", "wtu", "attn"):
         for c in BLOCKS[block].cls.PERF:
             assert f"PERF_{block.upper()}_{c.upper()}" in names
 
 
 def test_docs_table_is_generated():
-    assert (ROOT / "docs" / "registers.md").read_text() == regmap.markdown(), \
-        "docs/registers.md is stale: python -m rtl.core.regmap > docs/registers.md"
+    assert (ROOT / "docs" / "registers.md").read_text() == regmap.markdown(regmap.core_blocks()), \
+        "docs/registers.md is stale: python -m vrex.regmap > docs/registers.md"
 
 
 def test_descriptor_round_trips_and_refuses_bad_fields():
@@ -68,8 +68,8 @@ def test_build_registers():
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on this machine")
 def test_c_header_compiles_and_agrees(tmp_path):
-    (tmp_path / "vrex_regs.h").write_text(regmap.c_header())
-    offs = regmap.offsets()
+    (tmp_path / "vrex_regs.h").write_text(regmap.c_header(regmap.core_blocks()))
+    offs = regmap.offsets(regmap.core_blocks())
     checks = ["VREX_ID_VALUE", "VREX_TH_R", "VREX_DESC_DATA", "VREX_PERF_ATTN_ROWS",
               "VREX_STATUS_QUEUE_LEVEL_MASK", "VREX_ERR_BUS_READ", "VREX_DESC_BETA_SHIFT_SHIFT"]
     (tmp_path / "t.c").write_text('#include <stdio.h>\n#include "vrex_regs.h"\nint main(void){'
