@@ -75,6 +75,13 @@ class HashClusterUnit(wiring.Component):
 
     PERF = ("busy", "stalled", "comparisons", "opened", "joined")
 
+    # the window memory's contents at power-up: none (zero in simulation). Tests set random
+    # words here (an instance attribute, before elaboration) to show that nothing the unit
+    # computes depends on a slot it has not written: an ineligible lane's distance is forced
+    # to 0, so stale or undefined contents never reach a compare (in a 4-state simulator an
+    # unwritten slot is X).
+    window_init = ()
+
     def __init__(self, *, n_hp: int, lanes: int, window: int, layers: int, count_bits: int,
                  step_bits: int, id_bits: int, token_bits: int, counter_bits: int):
         hcu_rules(n_hp=n_hp, lanes=lanes, window=window, layers=layers, count_bits=count_bits,
@@ -151,7 +158,8 @@ class HashClusterUnit(wiring.Component):
         # (at least two words: a one-word memory has a zero-width address, which the Verilog
         # backend emits as ``[-1:0]``; the second word of a one-layer, one-row window is unused)
         m.submodules.mem = mem = memory.Memory(
-            shape=data.ArrayLayout(self.entry_layout, N), depth=max(2, Lh * x.rows), init=[])
+            shape=data.ArrayLayout(self.entry_layout, N), depth=max(2, Lh * x.rows),
+            init=self.window_init)
         x.wr = mem.write_port(granularity=1)
         x.rd = mem.read_port()
 
@@ -234,7 +242,9 @@ class HashClusterUnit(wiring.Component):
             dist = popcount(m, e.hash ^ x.cur.hash, f"s1_pop_{j}")
             with m.If(x.s1_valid):
                 m.d.sync += [x.s2[j].rank.elig.eq(in_window & young),
-                             x.s2[j].rank.ndist.eq(~dist),
+                             # (an ineligible lane's slot may never have been written: its
+                             # distance is forced to 0 so that no compare sees its contents)
+                             x.s2[j].rank.ndist.eq(Mux(in_window & young, ~dist, 0)),
                              x.s2[j].rank.key.eq(Cat(slot, newer)), x.s2[j].entry.eq(e)]
         m.d.sync += x.s2_valid.eq(x.s1_valid)
 
