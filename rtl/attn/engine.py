@@ -28,8 +28,9 @@ class Kind:
 class AttentionEngine(wiring.Component):
     """Commands over int8 operands, computed on an n x n systolic array.
 
-    A command (``cmd``: ``kind``, ``m``, ``k``, ``l``, and the ``layer`` and ``step`` a hash
-    command's tokens belong to) names ``A [m, k]`` and ``B [l, k]``. Operands arrive as row
+    A command (``cmd``: ``kind``, ``m``, ``k``, ``l``; the ``layer`` and ``step`` a hash
+    command's tokens belong to; the exp unit's ``beta_m`` and ``beta_shift`` for scoring and
+    attention; ``causal`` for attention) names ``A [m, k]`` and ``B [l, k]``. Operands arrive as row
     chunks of n int8 values, a row as ``ceil(k / n)`` beats (the last zero-padded): for a hash
     command first ``ceil(l / n)`` beats of n biases on ``bias``, then B's l rows on ``b``, then
     A's m rows on ``a``.
@@ -51,6 +52,16 @@ class AttentionEngine(wiring.Component):
       without glue. A row's scores wait in a score buffer (two halves of n rows by ``b_rows``
       scores) until its last column tile has set its maximum; the exp stage then reads the
       half n scores a cycle while the array fills the other half with the next row tile.
+    - ``ATTEND`` (docs/numerics.md §10): A holds query rows, ``b`` carries K's l rows then
+      V's l rows; the last ``causal`` tokens are the step's own and row r is token
+      ``r mod causal`` of the step, so it attends to the first ``l - causal + r mod causal +
+      1`` tokens (all l when ``causal`` is 0). Per row tile: its scores (S) into a
+      score-buffer half with the masked row max, the exp pass writing the weights P (two
+      halves, a memory per row) and their sum, then P·V on the array (A = P, 17-bit; B = V's
+      word of beat k's token), and n dividers giving ``round_div(Σ p·v · 2**out_frac_bits,
+      Σ p)`` on ``o_attn`` (a beat per row and n-dimension tile, ``last`` on the final one).
+      The array runs S0, S1, PV0, S2, PV1, ..., so a tile's exp pass hides under the next
+      tile's scores. The attended set stays on chip: ``l <= b_rows``.
 
     Buffers: B whole (``b_rows`` rows of ``k_buf`` values, one memory per row residue mod n,
     so beat k of a tile reads one word of each and picks element k mod n: no transposer); A two
@@ -59,9 +70,10 @@ class AttentionEngine(wiring.Component):
     holds; rows past m or l and steps past k feed zeros, and a reduction shorter than n is
     padded to n beats (the array's contract).
 
-    A command with ``m``, ``k`` or ``l`` zero, ``k > k_buf``, ``l > b_rows``, a score command
-    with ``k > 2**(score_bits - 16)`` (its scores would not fit), an unknown kind, or a hash
-    command with ``l != n_hp`` is refused: its operand beats (as its sizes imply) are
+    A command with ``m``, ``k`` or ``l`` zero, ``k > k_buf``, ``l > b_rows``, a score or
+    attention command with ``k > score_k_max = 2**(score_bits - 16)`` (its scores would not
+    fit), an attention command with ``causal > l``, an unknown kind, or a hash command with
+    ``l != n_hp`` is refused: its operand beats (as its sizes imply) are
     consumed and dropped, ``error`` is set (sticky) with ``error_code``, ``refused`` counts it,
     and the engine takes the next command.
 
@@ -70,10 +82,11 @@ class AttentionEngine(wiring.Component):
         hold (a multiple of n, at most k_max); ``b_rows`` rows of B held (a multiple of n);
         ``n_hp`` hash width; ``layers``, ``step_bits`` the HCU's tag widths; ``wtu_lanes``,
         ``score_bits``, ``weight_bits``, ``count_bits`` the WTU's input format;
-        ``exp_frac_bits`` the exponential unit's table bits; ``counter_bits``.
+        ``exp_frac_bits`` the exponential unit's table bits; ``out_frac_bits`` the attention
+        output's fraction bits; ``counter_bits``.
     Attributes
-        ``cmd``, ``a``, ``b``, ``bias`` in streams; ``o_gemm``, ``o_hash``, ``o_score`` out
-        streams;
+        ``cmd``, ``a``, ``b``, ``bias`` in streams; ``o_gemm``, ``o_hash``, ``o_score``,
+        ``o_attn`` out streams;
         ``error``, ``error_code`` (1 bad size, 2 bad kind, 3 hash width); ``perf``: the array's
         counters (``beats``, ``starved``, ``held``, ``tiles``, ``rows``) and the engine's
         (``busy``, ``commands``, ``refused``, ``feed_stalled``, ``out_stalled``).
