@@ -90,6 +90,36 @@ async def worked_example_and_edges(dut, crossing):
 
 
 @cocotb.test()
+@cocotb.parametrize(crossing=named(["none", "both"]))
+async def bucket_bounds_and_equal_sums(dut, crossing):
+    """Scores exactly on every bucket bound and one below it (a bound off by one counts them
+    twice or in the wrong bucket), and running sums exactly equal to the threshold (the walk
+    exits only once the sum is strictly greater: a >= compare exits a bucket early)."""
+    tb = WtuTB(dut)
+    tb.cross(crossing, seed=12)
+    await tb.start()
+    B = tb.model.buckets
+    rng = np.random.default_rng(12)
+    bounds = []
+    for c in (1, 3, 7):                        # lo_k = k·c: smin 0, smax B·c - 1
+        s = [k * c for k in range(B)] + [k * c - 1 for k in range(1, B)] + [B * c - 1]
+        bounds.append([Row(s, rng.integers(1, 3000, len(s)), rng.integers(1, 9, len(s)))])
+    equal = []
+    for top in (1000, 4096):                   # the top bucket's Σ w·n is exactly th
+        equal.append([Row([B * 5 - 1, 0], [top, top], [1, 1])])              # Th_r 0.5
+        equal.append([Row([B * 5 - 1, 2, 0], [top, top, 2 * top], [1, 1, 1])])    # 0.25
+    for th in (0.3, 0.5, 0.9):
+        await tb.reset()
+        await tb.run(bounds, th)
+    await tb.reset()
+    got, ref, _, _ = await tb.run(equal[0::2], 0.5)
+    assert all(len(ids) == 2 for ids in ref.heads)          # the equal sum did not exit
+    await tb.reset()
+    got, ref, _, _ = await tb.run(equal[1::2], 0.25)
+    assert all(len(ids) == 3 for ids in ref.heads)
+
+
+@cocotb.test()
 async def long_row_refused(dut):
     """A row longer than the score memory is refused: error set, the rest unaffected."""
     tb = WtuTB(dut)
