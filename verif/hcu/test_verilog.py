@@ -7,13 +7,14 @@ from vrex.config import Config
 from vrex.emit import write_verilog
 
 # lanes 4/16, window 16/64/1024, n_hp 16/32/64, one to three layer contexts; window == lanes
-# with one layer (a one-word window memory, once emitted with [-1:0] addresses)
+# with one layer (a one-word window memory, once emitted with [-1:0] addresses) and 3-bit
+# counts (they saturate in every stream)
 POINTS = {
     "default": Config(),
     "l4_w64_h16": Config(n_hp=16, hcu_lanes=4, window=64, n_layers=2),
     "l16_w64_h64": Config(n_hp=64, hcu_lanes=16, window=64, n_layers=1),
     "l4_w1024_h32": Config(n_hp=32, hcu_lanes=4, window=1024, n_layers=1),
-    "l16_w16_h32": Config(n_hp=32, hcu_lanes=16, window=16, n_layers=1),
+    "l16_w16_h32_c3": Config(n_hp=32, hcu_lanes=16, window=16, n_layers=1, count_bits=3),
 }
 
 
