@@ -40,6 +40,7 @@ class WtuResult:
     visited: list = field(default_factory=list)    # per row: buckets visited
     refused: list = field(default_factory=list)    # per row: refused as too long
     counters: dict = field(default_factory=dict)
+    first_error: tuple | None = None                # (code 1, head, row) of the first refusal
 
 
 def wtu_reference(heads, *, th_r_fixed: int, th_r_frac_bits: int, buckets: int,
@@ -51,10 +52,12 @@ def wtu_reference(heads, *, th_r_fixed: int, th_r_frac_bits: int, buckets: int,
     c = dict(rows=0, buckets_visited=0, buckets_skipped=0, entries_read=0, rows_refused=0)
     for rows in heads:
         union = np.zeros(row_entries, bool)
-        for r in rows:
+        for k, r in enumerate(rows):
             n = len(r.score)
             c["rows"] += 1
             if n > row_entries:
+                if res.first_error is None:
+                    res.first_error = (1, len(res.heads), k)
                 res.refused.append(True)
                 res.visited.append(0)
                 c["rows_refused"] += 1

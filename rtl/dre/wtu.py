@@ -60,7 +60,10 @@ class WicsumThresholdUnit(wiring.Component):
         ``i`` (in stream: ``entry[lanes]`` of ``score``, ``weight``, ``count``; ``valid``;
         ``first``, ``last``, ``head_last``); ``o`` (out stream: ``cluster``, ``count``,
         ``last``); ``th_r`` run-time register (u1.th_r_frac_bits,
-        ``Config.block_registers("wtu")``); ``error`` sticky; ``perf`` counters: ``rows``,
+        ``Config.block_registers("wtu")``); ``error`` sticky, with the first error's
+        ``error_code`` (1 a row too long, 2 broken first/last framing), ``error_head`` (heads
+        closed before it since reset) and ``error_row`` (its row in that head); ``perf``
+        counters: ``rows``,
         ``buckets_visited``, ``buckets_skipped`` by early exit, ``entries_read``,
         ``rows_refused``, ``busy`` and ``stalled`` cycles.
     """
@@ -90,6 +93,9 @@ class WicsumThresholdUnit(wiring.Component):
             "o": Out(stream.Signature(self.out_layout)),
             "th_r": In(th_r_frac_bits + 1),
             "error": Out(1),
+            "error_code": Out(2),
+            "error_head": Out(16),
+            "error_row": Out(16),
             "perf": Out(self.perf_layout),
         })
 
@@ -172,6 +178,8 @@ class WicsumThresholdUnit(wiring.Component):
         x.nbeats = Signal(range(D + 1))
         x.overflow = Signal()
         x.head_last = Signal()
+        x.row_in_head = Signal(16)      # rows of the current head done (for error_row)
+        x.head_no = Signal(16)          # heads closed since reset (for error_head)
         p1_valid = Signal()
         p1_prod = [Signal(x.prod_bits, name=f"p1_prod_{j}") for j in range(N)]
         p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
@@ -277,6 +285,13 @@ class WicsumThresholdUnit(wiring.Component):
             self._walk_states(m, x)
             self._emit_states(m, x)
 
+    def _raise(self, m, x, code):
+        """Set the sticky error; the first one keeps its code, head and row."""
+        m.d.sync += self.error.eq(1)
+        with m.If(~self.error):
+            m.d.sync += [self.error_code.eq(code), self.error_head.eq(x.head_no),
+                         self.error_row.eq(x.row_in_head)]
+
     def _receive_states(self, m, x):
         """CLEAR (after reset), RECV (a row's beats), DRAIN (the preprocess empties)."""
         D = x.D
@@ -293,7 +308,7 @@ class WicsumThresholdUnit(wiring.Component):
             with m.If(x.take):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
                 with m.If(pay.first != (beat == 0)):
-                    m.d.sync += self.error.eq(1)             # framing broken
+                    self._raise(m, x, 2)                     # framing broken
                 with m.If(beat <= D):
                     m.d.sync += beat.eq(beat + 1)
                 with m.If(beat >= D):
@@ -322,7 +337,8 @@ class WicsumThresholdUnit(wiring.Component):
                          x.hi.eq(x.smax + 1), x.running.eq(0), x.bsum.eq(0),
                          x.wbeat.eq(0)]
             with m.If(x.overflow):
-                m.d.sync += [self.error.eq(1), perf.rows_refused.eq(perf.rows_refused + 1)]
+                self._raise(m, x, 1)
+                m.d.sync += perf.rows_refused.eq(perf.rows_refused + 1)
                 m.next = "ROW_DONE"
             with m.Elif(~x.any_valid):
                 m.next = "ROW_DONE"
@@ -359,7 +375,9 @@ class WicsumThresholdUnit(wiring.Component):
                          x.smin.eq(x.smax_c), x.smax.eq(x.smin_c), x.any_valid.eq(0)]
             with m.If(~x.overflow & (x.nbeats > x.hwm)):
                 m.d.sync += x.hwm.eq(x.nbeats)
+            m.d.sync += x.row_in_head.eq(Mux(x.head_last, 0, x.row_in_head + 1))
             with m.If(x.head_last):
+                m.d.sync += x.head_no.eq(x.head_no + 1)
                 m.d.sync += [x.e_w.eq(0), x.n_sel.eq(0)]
                 m.next = "E_READ"
             with m.Else():

@@ -50,6 +50,12 @@ class WtuTB(BlockTB):
         perf = await self.perf()
         compare_counters(perf, {f: ref.counters[f] for f in COUNTERS}, base=base)
         assert err == int(any(ref.refused))
+        if ref.first_error:                  # the first error's code, head and row
+            await ReadOnly()
+            trace = (int(self.dut.error_code.value), int(self.dut.error_head.value),
+                     int(self.dut.error_row.value))
+            await RisingEdge(self.dut.clk)
+            assert trace == ref.first_error, (trace, ref.first_error)
         return got, ref, {k: perf[k] - base[k] for k in perf}, err
 
 
@@ -121,16 +127,18 @@ async def bucket_bounds_and_equal_sums(dut, crossing):
 
 @cocotb.test()
 async def long_row_refused(dut):
-    """A row longer than the score memory is refused: error set, the rest unaffected."""
+    """A row longer than the score memory is refused: error set with code 1, its head and
+    row, the rest unaffected."""
     tb = WtuTB(dut)
     tb.cross("both", seed=3)
     await tb.start()
     E = tb.model.row_entries
     rng = np.random.default_rng(4)
-    heads = [random_rows(rng, 2, min(E, 64)) + random_rows(rng, 1, E + 1) +
+    heads = [random_rows(rng, 1, min(E, 40)),
+             random_rows(rng, 2, min(E, 64)) + random_rows(rng, 1, E + 1) +
              random_rows(rng, 1, E)]
     _, ref, perf, err = await tb.run(heads, 0.3)
-    assert perf["rows_refused"] == 1 and err == 1
+    assert perf["rows_refused"] == 1 and err == 1 and ref.first_error == (1, 1, 2)
 
 
 @cocotb.test()

@@ -22,10 +22,15 @@ def run(cfg, heads, *, cross="none", seed=0):
     want, ref = expected(heads, cfg)
     regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("wtu").items()]
     got, _, info = run_streams(dut, all_beats(heads, dut.lanes), len(want), regs=regs,
-                               cross=cross, seed=seed, read={"error": dut.error})
+                               cross=cross, seed=seed,
+                               read={"error": dut.error, "error_code": dut.error_code,
+                                     "error_head": dut.error_head,
+                                     "error_row": dut.error_row})
     compare(got, want)
     compare_counters(info, {f: ref.counters[f] for f in COUNTERS})
     assert info["error"] == int(any(ref.refused))
+    if ref.first_error:
+        assert (info["error_code"], info["error_head"], info["error_row"]) == ref.first_error
     return got, ref, info
 
 
@@ -78,9 +83,32 @@ def test_edge_cases(th_r):
 def test_long_row_is_refused():
     cfg = point(wtu_lanes=4, buckets=8, wtu_row_entries=16)
     rng = np.random.default_rng(1)
-    heads = [random_rows(rng, 2, 10) + random_rows(rng, 1, 17) + random_rows(rng, 1, 16)]
+    heads = [random_rows(rng, 2, 10) + random_rows(rng, 1, 16),
+             random_rows(rng, 2, 10) + random_rows(rng, 1, 17) + random_rows(rng, 1, 18)]
     _, ref, info = run(cfg, heads, cross="backpressure")
-    assert info["rows_refused"] == 1 and info["error"] == 1
+    assert info["rows_refused"] == 2 and info["error"] == 1
+    assert ref.first_error == (1, 1, 2)        # the first refusal: head 1, row 2
+
+
+def test_broken_framing_is_traced():
+    """A row whose first beat lacks ``first``: error code 2 with its head and row; the row is
+    still walked as its beats imply, so the selections are the golden model's."""
+    cfg = point(wtu_lanes=4, buckets=8, wtu_row_entries=64)
+    rng = np.random.default_rng(3)
+    heads = [random_rows(rng, 2, 10), random_rows(rng, 3, 9)]
+    beats = all_beats(heads, 4)
+    starts = [k for k, b in enumerate(beats) if b["first"]]
+    beats[starts[3]]["first"] = 0                          # head 1, row 1
+    dut = WicsumThresholdUnit.from_config(cfg)
+    want, _ = expected(heads, cfg)
+    regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("wtu").items()]
+    got, _, info = run_streams(dut, beats, len(want), regs=regs,
+                               read={"error": dut.error, "error_code": dut.error_code,
+                                     "error_head": dut.error_head,
+                                     "error_row": dut.error_row})
+    compare(got, want)
+    assert (info["error"], info["error_code"], info["error_head"], info["error_row"]) == \
+        (1, 2, 1, 1)
 
 
 def test_row_cycles():
