@@ -28,13 +28,22 @@ class Token:
         return asdict(self)
 
 
-def hcu_reference(tokens, cfg, *, prior=()) -> list[dict]:
+def hcu_reference(tokens, cfg, *, prior=(), errors=None) -> list[dict]:
     """One dict per token of ``tokens``, as the HCU's ``o`` beat reads, for the build and ReSV
     setting ``cfg`` (``n_hp``, ``window``, ``th_hd``, ``max_age``, ``count_bits``,
-    ``token_bits``). ``prior``: tokens the unit took before (its state, not compared)."""
-    clusterers, counts, out, tok = {}, {}, [], -1
+    ``token_bits``, ``contexts``). ``prior``: tokens the unit took before (its state, not
+    compared). A token whose layer is beyond the contexts (code 1) or whose step is older than
+    its layer's last (code 2) is refused: no beat, no state change; ``errors``, if given, gets
+    ``(code, index in prior + tokens)`` of each."""
+    clusterers, counts, out, tok, last = {}, {}, [], -1, {}
     cmax = (1 << cfg.count_bits) - 1
     for k, t in enumerate(list(prior) + list(tokens)):
+        code = 1 if t.layer >= cfg.contexts else 2 if t.step < last.get(t.layer, 0) else 0
+        if code:
+            if errors is not None:
+                errors.append((code, k))
+            continue
+        last[t.layer] = t.step
         hc = clusterers.setdefault(t.layer, HashClusterer(n_hp=cfg.n_hp, th_hd=cfg.th_hd,
                                                           window=cfg.window,
                                                           max_age=cfg.max_age))

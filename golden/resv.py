@@ -67,7 +67,12 @@ class HashClusterer:
         return cid
 
     def assign(self, hashes, step: int):
-        """Cluster a run of tokens of one step, in order. Returns ``(cid, opened, dist)``."""
+        """Cluster a run of tokens of one step, in order. Returns ``(cid, opened, dist)``.
+        Steps never decrease (docs/numerics.md §5): an older step is refused."""
+        if step < getattr(self, "last_step", step):
+            raise ValueError(f"step {step} after step {self.last_step}: steps never go "
+                             f"backwards")
+        self.last_step = step
         hashes = np.asarray(hashes, np.uint64)
         cid = np.empty(len(hashes), np.int64)
         opened = np.empty(len(hashes), bool)

@@ -73,7 +73,7 @@ class HashClusterUnit(wiring.Component):
     Timing: :attr:`latency`, :meth:`cycles_per_token`.
     """
 
-    PERF = ("busy", "stalled", "comparisons", "opened", "joined")
+    PERF = ("busy", "stalled", "comparisons", "opened", "joined", "refused")
 
     # the window memory's contents at power-up: none (zero in simulation). Tests set random
     # words here (an instance attribute, before elaboration) to show that nothing the unit
@@ -107,6 +107,8 @@ class HashClusterUnit(wiring.Component):
             "th_hd": In(dist_bits),
             "max_age": In(step_bits),
             "age_limit": In(1),
+            "error": Out(1),
+            "error_code": Out(2),
             "perf": Out(self.perf_layout),
         })
 
@@ -171,8 +173,22 @@ class HashClusterUnit(wiring.Component):
         x.cur = cur = Signal(self.in_layout)
         x.token = Signal(self._token_bits, init=(1 << self._token_bits) - 1)   # +1 gives 0
         m.d.comb += self.i.ready.eq(~nxt_valid)
+        # bad input is refused as it arrives: a layer beyond the contexts, or a step older
+        # than the layer's last (steps never decrease nor wrap: docs/numerics.md §5); the
+        # token is dropped (no output beat, no state change), the first error's code kept
+        p = self.i.payload
+        last_step = Array(Signal(self._step_bits, name=f"last_step_{l}") for l in range(Lh))
+        bad_layer, bad_step = Signal(), Signal()
+        if (1 << len(p.layer)) > Lh:          # (else every layer field value is a context)
+            m.d.comb += bad_layer.eq(p.layer >= Lh)
+        m.d.comb += bad_step.eq(~bad_layer & (p.step < last_step[p.layer]))
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [nxt.eq(self.i.payload), nxt_valid.eq(1)]
+            with m.If(bad_layer | bad_step):
+                m.d.sync += [self.error.eq(1), self.perf.refused.eq(self.perf.refused + 1)]
+                with m.If(~self.error):
+                    m.d.sync += self.error_code.eq(Mux(bad_layer, 1, 2))
+            with m.Else():
+                m.d.sync += [nxt.eq(p), nxt_valid.eq(1), last_step[p.layer].eq(p.step)]
 
         x.n_cur = n_cur = Signal(self._id_bits)
         m.d.comb += n_cur.eq(x.n_open[cur.layer])

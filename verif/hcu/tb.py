@@ -29,7 +29,7 @@ class HcuTB(BlockTB):
         want = expected(tokens, cfg)
         send = cocotb.start_soon(self.source["i"].send([t.beat() for t in tokens]))
         limit = 100 * (self.model.window // self.model.lanes + 4)
-        got = await self.sink["o"].take(len(tokens), timeout=limit, until_last=None)
+        got = await self.sink["o"].take(len(want), timeout=limit, until_last=None)
         await send
         compare(got, want, what="token")
         await self.sink["o"].expect_quiet(2 * self.model.latency + 4)
@@ -49,6 +49,32 @@ def _structured(tb, n, seed):
 
 
 AGES = {"none": None, "idle": 4, "backpressure": 0, "both": 9, "periodic": 2}
+
+
+@cocotb.test()
+async def bad_tokens_refused(dut):
+    """A step older than its layer's last (code 2) and, where the layer field has values
+    beyond the contexts, such a layer (code 1): dropped, counted, the first error's code
+    kept; the tokens around them cluster as the golden model says."""
+    from golden.hcu import hcu_reference
+    tb = HcuTB(dut)
+    tb.cross("both", seed=14)
+    await tb.start()
+    L = tb.model.layers
+    spare = (1 << max(1, (L - 1).bit_length())) > L
+    toks = _structured(tb, 60, 14)
+    toks[20] = Token(toks[20].hash, toks[20].layer, max(toks[19].step - 1, 0), 0, 0) \
+        if toks[19].step > 0 else toks[20]
+    toks[7] = Token(toks[7].hash, L, toks[7].step, 0, 0) if spare else toks[7]
+    toks[40] = Token(toks[40].hash, toks[40].layer, 0, 0, 0)
+    errors = []
+    hcu_reference(toks, tb.cfg, errors=errors)
+    assert errors and (not spare or errors[0][0] == 1)
+    base = await tb.perf()
+    await tb.run(toks)
+    perf = await tb.perf()
+    assert perf["refused"] - base["refused"] == len(errors)
+    assert int(dut.error.value) == 1 and int(dut.error_code.value) == errors[0][0]
 
 
 @cocotb.test()

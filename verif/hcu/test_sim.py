@@ -74,6 +74,31 @@ def test_unwritten_window_slots_do_not_matter(name):
         window_init=init)
 
 
+@pytest.mark.parametrize("cross", ["none", "both"])
+def test_bad_tokens_are_refused(cross):
+    """A layer beyond the contexts (code 1) and a step older than the layer's last (code 2)
+    are dropped (no beat, no state change) and counted; the first error's code is kept; the
+    tokens around them cluster as the golden model says."""
+    from golden.hcu import hcu_reference
+    cfg = Config(n_layers=3, n_hp=16, hcu_lanes=4, window=16, th_hd=5, max_age=4)
+    rng = np.random.default_rng(5)
+    hs = structured_hashes(rng, 40, 16, flips=3)
+    toks = [Token(int(h), k % 3, 2 + k // 8, 0, 0) for k, h in enumerate(hs)]
+    toks[5] = Token(int(hs[5]), 3, 2, 0, 0)            # layer 3 of 3 contexts: code 1
+    toks[17] = Token(int(hs[17]), 1, 1, 0, 0)           # step 1 after step 3: code 2
+    toks[30] = Token(int(hs[30]), 3, 9, 0, 0)
+    errors = []
+    want = [dict(w, opened=int(w["opened"])) for w in hcu_reference(toks, cfg, errors=errors)]
+    assert [c for c, _ in errors] == [1, 2, 1] and len(want) == 37
+    dut = HashClusterUnit.from_config(cfg)
+    regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("hcu").items()]
+    got, _, info = run_streams(dut, [t.beat() for t in toks], len(want), regs=regs,
+                               cross=cross, seed=2, max_cycles=50_000,
+                               read={"error": dut.error, "error_code": dut.error_code})
+    compare(got, want, what="token")
+    assert (info["error"], info["error_code"], info["refused"]) == (1, 1, 3)
+
+
 @pytest.mark.parametrize("max_age", [None, 0, 2])
 def test_directed_cases(max_age):
     cfg = point(n_hp=8, hcu_lanes=4, window=8, th_hd=3, max_age=max_age)
