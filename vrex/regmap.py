@@ -49,6 +49,11 @@ def _f(name, lsb, width, doc):
     return Field(name, lsb, width, doc)
 
 
+# the interrupt causes, one bit each in IRQ_ENABLE and IRQ_STATUS
+IRQ_FIELDS = (_f("done", 0, 1, "a descriptor completed"),
+              _f("error", 1, 1, "an error was recorded"),
+              _f("space", 2, 1, "the queue has room again"))
+
 REGISTERS = (
     Register("ID", 0x000, "RO", "identification: 0x56524558 (\"VREX\")", reset=ID),
     Register("VERSION", 0x004, "RO", "register-map version", (
@@ -76,13 +81,9 @@ REGISTERS = (
         _f("version", 16, 16, "the version of the descriptor it ended"))),
     Register("ERROR_ADDR_LO", 0x01C, "RO", "bus address of a bus error, bits 31:0"),
     Register("ERROR_ADDR_HI", 0x020, "RO", "bus address of a bus error, bits 63:32"),
-    Register("IRQ_ENABLE", 0x024, "RW", "interrupt enables", (
-        _f("done", 0, 1, "a descriptor completed"), _f("error", 1, 1, "an error was recorded"),
-        _f("space", 2, 1, "the queue has room again"))),
+    Register("IRQ_ENABLE", 0x024, "RW", "interrupt enables", IRQ_FIELDS),
     Register("IRQ_STATUS", 0x028, "W1C", "interrupt causes (the irq output is the OR of "
-                                         "IRQ_STATUS & IRQ_ENABLE)", (
-        _f("done", 0, 1, "a descriptor completed"), _f("error", 1, 1, "an error was recorded"),
-        _f("space", 2, 1, "the queue has room again"))),
+                                         "IRQ_STATUS & IRQ_ENABLE)", IRQ_FIELDS),
     Register("TH_HD", 0x030, "RW", "HCU: join when the Hamming distance is below", (
         _f("th_hd", 0, 8, "threshold"),)),
     Register("AGE", 0x034, "RW", "HCU: cluster age limit", (

@@ -97,11 +97,9 @@ def hash_command(ports: dict, keys, hp, bias, n: int, layer: int = 0, step: int 
     from golden.attn import hash_words
     keys, hp = np.asarray(keys), np.asarray(hp)
     n_hp = hp.shape[0]
-    b = np.zeros(-(-n_hp // n) * n, np.int64) if bias is None else np.asarray(bias, np.int64)
-    b = np.concatenate([b, np.zeros(-len(b) % n, np.int64)])
     ports["cmd"].append({"kind": 1, "m": keys.shape[0], "k": keys.shape[1], "l": n_hp,
                          "layer": layer, "step": step})
-    ports["bias"] += [{"data": [int(v) for v in b[i:i + n]]} for i in range(0, len(b), n)]
+    ports["bias"] += vector_beats(np.zeros(n_hp, np.int64) if bias is None else bias, n)
     ports["b"] += chunks(hp, n)
     ports["a"] += chunks(keys, n)
     words = hash_words(keys, hp, None if bias is None else np.asarray(bias, np.int64))
@@ -162,16 +160,27 @@ def score_command(ports: dict, queries, reps, counts, unit, cfg) -> list[dict]:
     WTU's input beats of ``golden.attn.score_rows``."""
     from golden.attn import exp_registers, score_rows
     from verif.wtu.model import all_beats
-    n = cfg.attn_n
     queries, reps = np.asarray(queries), np.asarray(reps)
     counts = np.asarray(counts, np.int64)
-    c = np.concatenate([counts, np.zeros(-len(counts) % n, np.int64)])
+    _score_operands(ports, queries, reps, counts, exp_registers(unit), cfg.attn_n)
+    return all_beats([score_rows(queries, reps, counts, unit, cfg.score_bits)], cfg.wtu_lanes)
+
+
+def vector_beats(v, n: int) -> list[dict]:
+    """A column vector (biases, counts) as ``bias`` beats of n values, the last zero-padded."""
+    v = np.asarray(v, np.int64)
+    v = np.concatenate([v, np.zeros(-len(v) % n, np.int64)])
+    return [{"data": [int(x) for x in v[i:i + n]]} for i in range(0, len(v), n)]
+
+
+def _score_operands(ports: dict, queries, reps, counts, regs: dict, n: int):
+    """A score command and its operand beats: counts on ``bias``, keys on ``b``, queries on
+    ``a``."""
     ports["cmd"].append({"kind": 2, "m": queries.shape[0], "k": queries.shape[1],
-                         "l": reps.shape[0], **exp_registers(unit)})
-    ports["bias"] += [{"data": [int(v) for v in c[i:i + n]]} for i in range(0, len(c), n)]
+                         "l": reps.shape[0], **regs})
+    ports["bias"] += vector_beats(counts, n)
     ports["b"] += chunks(reps, n)
     ports["a"] += chunks(queries, n)
-    return all_beats([score_rows(queries, reps, counts, unit, cfg.score_bits)], cfg.wtu_lanes)
 
 
 def trace_score_commands(preset: str, cfg, n_groups: int, max_rows: int | None = None):
@@ -192,14 +201,8 @@ def trace_score_commands(preset: str, cfg, n_groups: int, max_rows: int | None =
     ports = empty_ports()
     n = cfg.attn_n
     for g in groups:
-        g = {**g, "query": g["query"][:max_rows]}
-        c = np.asarray(g["count"], np.int64)
-        c = np.concatenate([c, np.zeros(-len(c) % n, np.int64)])
-        ports["cmd"].append({"kind": 2, "m": g["query"].shape[0], "k": g["query"].shape[1],
-                             "l": g["rep"].shape[0], **exp_registers(g["exp"])})
-        ports["bias"] += [{"data": [int(v) for v in c[i:i + n]]} for i in range(0, len(c), n)]
-        ports["b"] += chunks(g["rep"], n)
-        ports["a"] += chunks(g["query"], n)
+        _score_operands(ports, g["query"][:max_rows], g["rep"], g["count"],
+                        exp_registers(g["exp"]), n)
     return ports, all_beats(heads, cfg.wtu_lanes), heads, run_cfg
 
 
