@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["NEVER", "Burst", "KvGeometry", "KvMemory", "Layout", "FetchResult",
-           "simulate_layout", "fetch_cost", "split_burst", "run_fetches"]
+__all__ = ["NEVER", "Burst", "KvGeometry", "KvMemory", "KvmuReplay", "Layout", "FetchResult",
+           "cluster_tokens", "simulate_layout", "fetch_cost", "split_burst", "run_fetches"]
 
 NEVER = np.iinfo(np.int64).max
 BOUNDARY = 4096                 # an AXI4 burst never crosses a 4 KB boundary
@@ -62,6 +62,7 @@ class KvGeometry:
     far_base: int = 1 << 32
     bus_bytes: int = 16
     max_burst_beats: int = 256
+    max_blocks: int | None = None       # logical block-table entries (None: unbounded)
 
     def __post_init__(self):
         for k in ("block_tokens", "head_dim", "heads_per_group", "bus_bytes",
@@ -143,49 +144,85 @@ class KvMemory:
         self.near: list[int] = []             # near block ids, oldest first
         self.offloads: list[Offload] = []
         self.where: dict = {}                 # (layer, group, token) -> (block id, slot)
+        self.traffic: list[Burst] = []        # every store and offload transfer, in order
 
-    def store(self, step: int, layer: int, group: int, token: int, owner: int):
+    def store(self, step: int, layer: int, group: int, token: int, owner: int,
+              fail: str | None = None):
         """Put a token of ``owner`` into its open block or a new one (offloading the oldest
-        near block first when every near slot is taken); returns (block id, slot)."""
+        near block first when every near slot is taken); returns (block id, slot).
+
+        The KVMU's failures (docs/kvmu.md): ``fail="offload"``, the offload's transfers are
+        made but a read or write answers an error: the block stays near, nothing is
+        allocated, the token is not stored; ``fail="write"``, the token's writes are made
+        but one answers an error: any allocation stands, the token is not stored. A full
+        block table (``max_blocks``) refuses the token. Returns ``(block id, None)`` or
+        ``(None, None)`` for a token not stored; every transfer is logged in
+        :attr:`traffic`."""
         geo = self.geo
         key = (layer, group, owner)
         bid = self.open.get(key)
         if bid is None or len(self.blocks[bid].tokens) == geo.block_tokens or \
                 self.blocks[bid].far_slot is not None:
+            if geo.max_blocks is not None and len(self.blocks) == geo.max_blocks:
+                return None, None
             if len(self.near) == geo.near_slots:
-                self._offload(step, self.near.pop(0))
+                if not self._offload(step, self.near[0], commit=fail != "offload"):
+                    return None, None
+                self.near.pop(0)
+            elif fail == "offload":
+                raise ValueError("fail='offload' on a store that moves no block")
             bid = len(self.blocks)
             self.blocks.append(Block(bid, layer, group, owner, bid % geo.near_slots))
             self.near.append(bid)
             self.open[key] = bid
+        elif fail == "offload":
+            raise ValueError("fail='offload' on a store that moves no block")
         blk = self.blocks[bid]
+        for j in range(geo.heads_per_group):
+            addr = blk.addr(geo, j, far=False) + len(blk.tokens) * geo.token_bytes
+            self.traffic += split_burst("near", addr, geo.token_bytes, geo, write=True)
+        if fail == "write":
+            return bid, None
         blk.tokens.append(token)
         self.where[(layer, group, token)] = (bid, len(blk.tokens) - 1)
         return bid, len(blk.tokens) - 1
 
-    def _offload(self, step: int, bid: int):
+    def _offload(self, step: int, bid: int, commit: bool = True) -> bool:
+        """Move block ``bid`` to the far tier: per head, each burst read then written (the
+        transfers interleave in that order); the block turns far only if ``commit``."""
         geo, blk = self.geo, self.blocks[bid]
-        blk.far_slot = len(self.offloads)
-        blk.far_from = step + 1
+        far_slot = len(self.offloads)
         n = len(blk.tokens) * geo.token_bytes
         reads, writes = [], []
         for j in range(geo.heads_per_group):
-            reads += split_burst("near", blk.addr(geo, j, far=False), n, geo)
-            writes += split_burst("far", blk.addr(geo, j, far=True), n, geo, write=True)
-        self.offloads.append(Offload(step, bid, tuple(reads), tuple(writes)))
+            r = split_burst("near", blk.addr(geo, j, far=False), n, geo)
+            blk.far_slot = far_slot
+            w = split_burst("far", blk.addr(geo, j, far=True), n, geo, write=True)
+            blk.far_slot = None
+            reads += r
+            writes += w
+            for a, b in zip(r, w):
+                self.traffic += [a, b]
+        if commit:
+            blk.far_slot = far_slot
+            blk.far_from = step + 1
+            self.offloads.append(Offload(step, bid, tuple(reads), tuple(writes)))
+        return commit
 
     def address(self, step: int, layer: int, head: int, token: int):
-        """``(tier, K address, V address)`` of a stored token as a fetch at ``step`` sees it."""
+        """``(tier, K address, V address)`` of a stored token as a fetch at ``step`` sees it
+        (``step=None``: the memory as it stands now)."""
         geo = self.geo
         bid, slot = self.where[(layer, head // geo.heads_per_group, token)]
         blk = self.blocks[bid]
-        far = blk.far_from <= step
+        far = blk.far_slot is not None if step is None else blk.far_from <= step
         base = blk.addr(geo, head % geo.heads_per_group, far) + slot * geo.token_bytes
         return ("far" if far else "near"), base, base + geo.head_dim
 
     def fetch(self, step: int, layer: int, head: int, tokens):
         """The bursts of a fetch at ``step`` of past ``tokens`` for (layer, KV head) and the
-        order the tokens are delivered in: ``(bursts, order)``."""
+        order the tokens are delivered in: ``(bursts, order)``. ``step=None``: the memory as
+        it stands now (the KVMU's view, where a block is far once its move completed)."""
         geo = self.geo
         g, j = head // geo.heads_per_group, head % geo.heads_per_group
         by_block: dict = {}
@@ -198,7 +235,7 @@ class KvMemory:
         bursts, order = [], []
         for bid in sorted(by_block, key=lambda b: (self.blocks[b].owner, b)):
             blk = self.blocks[bid]
-            far = blk.far_from <= step
+            far = blk.far_slot is not None if step is None else blk.far_from <= step
             tier = "far" if far else "near"
             slots = sorted(by_block[bid])
             run = [slots[0]]
@@ -252,6 +289,81 @@ def run_fetches(mem: "KvMemory", events) -> tuple[list, dict]:
         c["bursts"] += len(bursts)
         results.append(FetchResult(v, tuple(bursts), tuple(order)))
     return results, c
+
+
+def cluster_tokens(mem: "KvMemory", layer: int, group: int, owner: int) -> list:
+    """The tokens of cluster ``owner`` stored so far, in allocation then slot order."""
+    return [t for b in mem.blocks if (b.layer, b.group, b.owner) == (layer, group, owner)
+            for t in b.tokens]
+
+
+class KvmuReplay:
+    """The KVMU's commands in the order it meets them (docs/kvmu.md), on the address-exact
+    :class:`KvMemory`: every read and write burst in issue order, every token delivered and
+    every fetch's closing marker. A fetch is the run of per-cluster commands from ``first``
+    to ``last``; its version is checked at ``first`` against the newest one announced for
+    its layer (:meth:`version`)."""
+
+    def __init__(self, geo: KvGeometry):
+        self.geo = geo
+        self.mem = KvMemory(geo)
+        self.newest: dict = {}                  # layer -> newest version announced
+        self.ar: list[Burst] = []               # read bursts in the order the KVMU issues them
+        self.aw: list[Burst] = []               # write bursts, likewise
+        self.delivered: list = []               # ("token", t) or ("end", stale, error)
+        self.counters = dict(stored_tokens=0, offloaded_blocks=0, fetched_clusters=0,
+                             delivered_tokens=0, stale_dropped=0, refused=0)
+        self._drop = False
+
+    def _log(self, since: int):
+        for b in self.mem.traffic[since:]:
+            (self.aw if b.write else self.ar).append(b)
+
+    def version(self, layer: int, v: int) -> bool:
+        """A command's version announced; False (ignored, an error) if it goes backwards."""
+        if v < self.newest.get(layer, v):
+            return False
+        self.newest[layer] = v
+        return True
+
+    def store(self, layer: int, group: int, owner: int, token: int,
+              fail: str | None = None) -> bool:
+        n0, off0 = len(self.mem.traffic), len(self.mem.offloads)
+        bid, slot = self.mem.store(0, layer, group, token, owner, fail=fail)
+        self._log(n0)
+        self.counters["offloaded_blocks"] += len(self.mem.offloads) - off0
+        if slot is None:
+            self.counters["refused"] += 1
+            return False
+        self.counters["stored_tokens"] += 1
+        return True
+
+    def fetch(self, layer: int, group: int, head: int, owner: int, version: int,
+              first: bool, last: bool):
+        """One cluster of a fetch; returns the tokens it delivers (empty when dropped)."""
+        if first:
+            self._drop = version < self.newest.get(layer, version)
+            self.counters["stale_dropped"] += self._drop
+        order = []
+        if not self._drop:
+            self.counters["fetched_clusters"] += 1
+            tokens = cluster_tokens(self.mem, layer, group, owner)
+            if tokens:
+                bursts, order = self.mem.fetch(None, layer, group * self.geo.heads_per_group
+                                               + head, tokens)
+                self.ar += bursts
+            self.delivered += [("token", t) for t in order]
+            self.counters["delivered_tokens"] += len(order)
+        if last:
+            self.delivered.append(("end", self._drop, False))
+            self._drop = False
+        return order
+
+    def clear(self):
+        """Forget every table (the KVMU's CLEAR); the traffic logs go on."""
+        self.mem = KvMemory(self.geo)
+        self.newest = {}
+        self._drop = False
 
 
 @dataclass

@@ -14,6 +14,7 @@ from .attn.engine import AttentionEngine
 from .attn.exp import ExpUnit
 from .dre.hcu import HashClusterUnit
 from .dre.wtu import WicsumThresholdUnit
+from .kvmu.kvmu import KvMemoryManager
 
 __all__ = ["BLOCKS", "Block", "HashClusterUnit", "WicsumThresholdUnit", "AttentionEngine",
            "SystolicArray", "ExpUnit"]

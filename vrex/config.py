@@ -90,6 +90,13 @@ class Config:
         ``attn_k_max`` the longest reduction its accumulators hold; ``attn_acc_bits``
         accumulator (and GEMM output) width; ``attn_k_buf`` the longest operand row its
         buffers hold; ``attn_b_rows`` the rows of the B operand held (hyperplanes, keys).
+    KV memory manager (docs/kvmu.md)
+        ``kvmu_clusters`` cluster-table entries per layer and hash group (cluster ids below
+        it); ``kvmu_blocks`` block-table entries (logical blocks of a stream); ``kvmu_bus_bytes``
+        the AXI4 data width in bytes (8 or 16); ``kvmu_max_burst`` beats of the longest burst;
+        ``kvmu_max_reads``, ``kvmu_max_writes`` bursts outstanding; ``kvmu_addr_bits`` the
+        AXI address width; ``kvmu_token_bits`` width of a stream token index;
+        ``kvmu_version_bits`` width of a command version.
     """
 
     # geometry
@@ -140,6 +147,16 @@ class Config:
     attn_acc_bits: int = 32
     attn_k_buf: int = 256
     attn_b_rows: int = 256
+    # KV memory manager
+    kvmu_clusters: int = 1024
+    kvmu_blocks: int = 2048
+    kvmu_bus_bytes: int = 16
+    kvmu_max_burst: int = 256
+    kvmu_max_reads: int = 8
+    kvmu_max_writes: int = 8
+    kvmu_addr_bits: int = 40
+    kvmu_token_bits: int = 20
+    kvmu_version_bits: int = 16
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -197,6 +214,9 @@ class Config:
             rules.array_rules(**self.block_params("attn_array"), names=_ARRAY_NAMES)
             rules.exp_rules(**self.block_params("attn_exp"), names=_EXP_NAMES)
             rules.engine_rules(**self.block_params("attn"), names=_ENGINE_NAMES)
+            kv = self.block_params("kvmu")
+            del kv["id_bits"]
+            rules.kvmu_rules(**kv, names=_KVMU_NAMES)
         except rules.ParameterError as e:
             raise ConfigError(str(e)) from None
 
@@ -247,6 +267,26 @@ class Config:
         return self.weight_bits + self.count_bits + math.ceil(math.log2(self.wtu_row_entries))
 
     @property
+    def heads_per_group(self) -> int:
+        """KV heads sharing one hash group's clusters (and one logical KV block)."""
+        return self.n_kv_heads // self.hash_groups
+
+    @property
+    def near_slots(self) -> int:
+        """Logical blocks (one per head of a hash group) the near tier holds."""
+        return self.near_blocks // self.heads_per_group
+
+    @property
+    def kv_block_bytes(self) -> int:
+        return self.block_tokens * 2 * self.head_dim
+
+    @property
+    def far_base(self) -> int:
+        """The far tier's default base: the first 4 KB-aligned power of two past the near
+        tier's window."""
+        return 1 << max(12, (self.near_blocks * self.kv_block_bytes - 1).bit_length())
+
+    @property
     def hcu_window_bytes(self) -> int:
         return self.window * self.n_hp // 8
 
@@ -277,6 +317,16 @@ class Config:
         if block == "attn_exp":
             return dict(lanes=self.attn_n, frac_bits=self.exp_frac_bits,
                         weight_bits=self.weight_bits, x_bits=self.score_bits + 1)
+        if block == "kvmu":
+            return dict(layers=self.n_layers, groups=self.hash_groups,
+                        heads_per_group=self.heads_per_group, head_dim=self.head_dim,
+                        block_tokens=self.block_tokens, clusters=self.kvmu_clusters,
+                        blocks=self.kvmu_blocks, near_slots=self.near_slots,
+                        bus_bytes=self.kvmu_bus_bytes, max_burst=self.kvmu_max_burst,
+                        max_reads=self.kvmu_max_reads, max_writes=self.kvmu_max_writes,
+                        addr_bits=self.kvmu_addr_bits, token_bits=self.kvmu_token_bits,
+                        id_bits=self.cluster_id_bits, version_bits=self.kvmu_version_bits,
+                        counter_bits=self.counter_bits)
         raise ConfigError(f"no block named {block!r}")
 
     def block_registers(self, block: str) -> dict:
@@ -288,6 +338,9 @@ class Config:
             return {"th_r": self.th_r_fixed}
         if block in ("attn", "attn_array", "attn_exp"):
             return {}          # the exp unit's β comes per layer from the quantisation scales
+        if block == "kvmu":
+            return {"near_base": 0, "far_base": self.far_base, "near_slots": self.near_slots,
+                    "max_burst": self.kvmu_max_burst}
         raise ConfigError(f"no block named {block!r}")
 
     # --- presets and transport ------------------------------------------------------------
@@ -359,6 +412,9 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "hcu": ("hcu_lanes", "hcu_contexts"),
     "wtu": ("wtu_lanes", "wtu_row_entries"),
     "attn": ("attn_n", "attn_k_max", "attn_acc_bits", "attn_k_buf", "attn_b_rows"),
+    "kvmu": ("kvmu_clusters", "kvmu_blocks", "kvmu_bus_bytes", "kvmu_max_burst",
+             "kvmu_max_reads", "kvmu_max_writes", "kvmu_addr_bits", "kvmu_token_bits",
+             "kvmu_version_bits"),
 }
 
 # a block's parameter name -> the configuration field it comes from, where they differ
@@ -368,5 +424,12 @@ _WTU_NAMES = {"lanes": "wtu_lanes", "row_entries": "wtu_row_entries",
 _ARRAY_NAMES = {"n": "attn_n", "k_max": "attn_k_max", "acc_bits": "attn_acc_bits"}
 _ENGINE_NAMES = {**_ARRAY_NAMES, "k_buf": "attn_k_buf", "b_rows": "attn_b_rows",
                  "layers": "hcu_contexts", "score_bits": "score_bits (from head_dim)"}
+_KVMU_NAMES = {"layers": "n_layers", "groups": "hash_groups (from hash_scope)",
+               "heads_per_group": "n_kv_heads / hash_groups", "clusters": "kvmu_clusters",
+               "blocks": "kvmu_blocks", "near_slots": "near_blocks / heads_per_group",
+               "bus_bytes": "kvmu_bus_bytes", "max_burst": "kvmu_max_burst",
+               "max_reads": "kvmu_max_reads", "max_writes": "kvmu_max_writes",
+               "addr_bits": "kvmu_addr_bits", "token_bits": "kvmu_token_bits",
+               "version_bits": "kvmu_version_bits"}
 _EXP_NAMES = {"lanes": "attn_n", "frac_bits": "exp_frac_bits",
               "x_bits": "score_bits + 1 (from head_dim)"}

@@ -144,3 +144,34 @@ def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, 
     exp_rules(lanes=n, frac_bits=exp_frac_bits, weight_bits=weight_bits, x_bits=score_bits + 1,
               names={"lanes": nm("n"), "frac_bits": nm("exp_frac_bits"),
                      "weight_bits": nm("weight_bits"), "x_bits": nm("score_bits") + " + 1"})
+
+
+def kvmu_rules(*, layers, groups, heads_per_group, head_dim, block_tokens, clusters, blocks,
+               near_slots, bus_bytes, max_burst, max_reads, max_writes, addr_bits,
+               token_bits, version_bits, counter_bits, names: dict | None = None) -> None:
+    """What the KV memory manager accepts (``rtl.kvmu.kvmu.KvMemoryManager``)."""
+    n = _namer(names)
+    for key, v in (("layers", layers), ("groups", groups),
+                   ("heads_per_group", heads_per_group), ("blocks", blocks),
+                   ("near_slots", near_slots), ("token_bits", token_bits),
+                   ("version_bits", version_bits), ("counter_bits", counter_bits)):
+        positive_int(n(key), v)
+    power_of_two(n("head_dim"), head_dim)
+    power_of_two(n("block_tokens"), block_tokens)
+    power_of_two(n("clusters"), clusters)
+    if bus_bytes not in (8, 16):
+        raise ParameterError(f"{n('bus_bytes')} must be 8 or 16 (a 64- or 128-bit AXI4 bus), "
+                             f"not {bus_bytes!r}")
+    if 2 * head_dim < bus_bytes:
+        raise ParameterError(f"{n('head_dim')} must be at least {bus_bytes // 2} (a token's K "
+                             f"and V rows fill whole {bus_bytes}-byte beats), not {head_dim!r}")
+    int_range(n("max_burst"), max_burst, 1, 256)
+    int_range(n("max_reads"), max_reads, 1, 64)
+    int_range(n("max_writes"), max_writes, 1, 64)
+    int_range(n("addr_bits"), addr_bits, 16, 64)
+    block_bytes = block_tokens * 2 * head_dim
+    window = max(block_bytes, 4096) * heads_per_group * max(near_slots, blocks)
+    if window > 1 << addr_bits:
+        raise ParameterError(f"{n('addr_bits')} ({addr_bits}) cannot address "
+                             f"{max(near_slots, blocks)} blocks of {heads_per_group} x "
+                             f"{block_bytes} bytes")

@@ -1,0 +1,135 @@
+"""The KVMU under the Amaranth simulator: operations driven in order (the testbench contract
+of :mod:`verif.kvmu.model`), the bus answered by :class:`verif.lib.axi_sim.AxiMemSim`, and
+everything compared with the golden replay."""
+from __future__ import annotations
+
+from amaranth.sim import Simulator
+
+from rtl import KvMemoryManager
+from verif.lib.axi_sim import AxiMemSim
+from verif.lib.counters import read_sim
+from verif.lib.pauses import crossing, pause
+from verif.lib.payload import pack, unpack
+from verif.lib.scoreboard import compare, compare_counters
+
+from .model import cmd_beats, data_beats, expect
+
+__all__ = ["run_sim", "COUNTERS"]
+
+COUNTERS = ("near_read_bytes", "near_read_beats", "near_write_bytes", "near_write_beats",
+            "far_read_bytes", "far_read_beats", "far_write_bytes", "far_write_beats",
+            "read_bursts", "write_bursts", "stored_tokens", "offloaded_blocks",
+            "fetched_clusters", "delivered_tokens", "stale_dropped", "refused")
+
+
+def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
+            bus_pause=None, latency: int = 0, max_cycles: int = 3_000_000):
+    """Run ``ops`` on the KVMU built from ``cfg`` with registers ``regs``; the streams paused
+    by the named crossing, every AXI channel by ``bus_pause`` (a pause spec) after
+    ``latency`` cycles. Checks the bursts, the ``o_kv`` beats, the counters, the error
+    status and the memory's contents against the golden replay; returns
+    ``(expected, counters, memory)``."""
+    dut = KvMemoryManager.from_config(cfg)
+    exp = expect(cfg, regs, ops, rows)
+    mem = AxiMemSim(dut, bus_bytes=cfg.kvmu_bus_bytes, latency=latency,
+                    pauses={ch: pause(bus_pause, seed + 10 + k)
+                            for k, ch in enumerate(("ar", "r", "aw", "w", "b"))})
+    cmd_src, _ = crossing(cross, seed)
+    data_src, _ = crossing(cross, seed + 2)
+    _, kv_snk = crossing(cross, seed + 4)
+    state = {"sent": 0, "done": False}
+    got, info = [], {}
+    cmd_layout = dut.i_cmd.payload.shape()
+    kv_layout = dut.o_kv.payload.shape()
+
+    async def commands(ctx):
+        for name, v in regs.items():
+            ctx.set(getattr(dut, name), v)
+        await ctx.tick().repeat(2)
+        for k, op in enumerate(ops):
+            if op[0] == "version":
+                await ctx.tick().repeat(3)
+                ctx.set(dut.i_version.payload.layer, op[1])
+                ctx.set(dut.i_version.payload.version, op[2])
+                ctx.set(dut.i_version.valid, 1)
+                await ctx.tick()
+                ctx.set(dut.i_version.valid, 0)
+                continue
+            if k in exp.faults:
+                while ctx.get(dut.busy):
+                    await ctx.tick()
+                ch, addr, resp = exp.faults[k]
+                mem.faults[(ch, addr)] = resp
+            for beat in cmd_beats(op):
+                while next(cmd_src):
+                    ctx.set(dut.i_cmd.valid, 0)
+                    await ctx.tick()
+                ctx.set(dut.i_cmd.valid, 1)
+                ctx.set(dut.i_cmd.payload.as_value(), pack(cmd_layout, beat))
+                await ctx.tick().until(dut.i_cmd.ready)
+            ctx.set(dut.i_cmd.valid, 0)
+        state["done"] = True
+
+    async def data(ctx):
+        for op in ops:
+            for word in data_beats(cfg, op, rows):
+                while next(data_src):
+                    ctx.set(dut.i_data.valid, 0)
+                    await ctx.tick()
+                ctx.set(dut.i_data.valid, 1)
+                ctx.set(dut.i_data.payload, word)
+                await ctx.tick().until(dut.i_data.ready)
+            ctx.set(dut.i_data.valid, 0)
+
+    async def sink(ctx):
+        cycle = 0
+        while len(got) < len(exp.kv) or not state["done"] or ctx.get(dut.busy):
+            r = not next(kv_snk)
+            ctx.set(dut.o_kv.ready, r)
+            await ctx.delay(1e-9)
+            if r and ctx.get(dut.o_kv.valid):
+                got.append(unpack(kv_layout, ctx.get(dut.o_kv.payload.as_value())))
+            await ctx.tick()
+            cycle += 1
+            if cycle > max_cycles:
+                raise AssertionError(f"the KVMU hung: {len(got)} of {len(exp.kv)} o_kv "
+                                     f"beats after {cycle} cycles")
+        ctx.set(dut.o_kv.ready, 1)
+        for _ in range(8):
+            await ctx.delay(1e-9)
+            assert not ctx.get(dut.o_kv.valid), "an extra o_kv beat"
+            await ctx.tick()
+        info.update(read_sim(ctx, dut))
+        info.update({k: ctx.get(getattr(dut, k))
+                     for k in ("error", "error_code", "error_resp", "error_addr")})
+        info["cycles"] = cycle
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(commands)
+    sim.add_testbench(data)
+    sim.add_testbench(sink)
+    sim.add_testbench(mem.reads, background=True)
+    sim.add_testbench(mem.writes, background=True)
+    sim.run()
+    check(exp, got, info, mem)
+    return exp, info, mem
+
+
+def check(exp, got, info, mem):
+    """Every comparison with the golden replay, both tiers."""
+    compare([dict(addr=a, bytes=n) for a, n in mem.ar_log],
+            [dict(addr=a, bytes=n) for a, n in exp.ar], what="read burst")
+    compare([dict(addr=a, bytes=n) for a, n in mem.aw_log],
+            [dict(addr=a, bytes=n) for a, n in exp.aw], what="write burst")
+    compare(got, exp.kv, what="o_kv beat")
+    compare_counters(info, {k: exp.counters[k] for k in COUNTERS if k in exp.counters})
+    if exp.first_error is None:
+        assert not info["error"], f"error {info['error_code']} raised, none expected"
+    else:
+        assert info["error"], f"no error raised, expected {exp.first_error}"
+        assert (info["error_code"], info["error_resp"], info["error_addr"]) == \
+            exp.first_error, (info["error_code"], info["error_resp"], info["error_addr"])
+    bad = [(key, addr) for key, (addr, want) in exp.stored.items()
+           if mem.read_bytes(addr, len(want)) != want]
+    assert not bad, f"{len(bad)} stored tokens' rows differ in memory, first {bad[0]}"

@@ -1,0 +1,115 @@
+"""An AXI4 slave memory for the Amaranth simulator (the fast tier of a block with a bus):
+the same contract the cocotb tier gets from cocotbext-axi's ``AxiRam``, with every channel
+paused by a pause generator, a read and a write-response latency in cycles, one-shot faults
+that answer SLVERR or DECERR at a chosen address, and a log of every burst. It checks the
+master's side of the protocol as it goes: INCR bursts of the bus width, no 4 KB crossing,
+``wlast`` exactly on the burst's last beat, at most 256 beats.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from .pauses import no_pause
+
+__all__ = ["AxiMemSim"]
+
+
+class AxiMemSim:
+    """A sparse byte memory behind the ``{prefix}_*`` AXI4 ports of ``dut``."""
+
+    def __init__(self, dut, *, bus_bytes: int, prefix: str = "m_axi", latency: int = 0,
+                 pauses: dict | None = None):
+        self.dut, self.bus, self.prefix = dut, bus_bytes, prefix
+        self.latency = latency
+        self.pauses = {ch: no_pause() for ch in ("ar", "r", "aw", "w", "b")}
+        self.pauses.update(pauses or {})
+        self.mem: dict[int, int] = {}
+        self.ar_log: list = []          # (addr, bytes) per read burst, in order
+        self.aw_log: list = []
+        self.faults: dict = {}          # ("read"|"write", addr) -> resp, one-shot
+        self.stop = False
+
+    def sig(self, name):
+        return getattr(self.dut, f"{self.prefix}_{name}")
+
+    def read_bytes(self, addr: int, n: int) -> bytes:
+        return bytes(self.mem.get(addr + i, 0) for i in range(n))
+
+    def write_bytes(self, addr: int, data: bytes):
+        for i, b in enumerate(data):
+            self.mem[addr + i] = b
+
+    def _check(self, kind, addr, beats, size, burst):
+        assert size == self.bus.bit_length() - 1, f"{kind}: size {size}, bus {self.bus} bytes"
+        assert burst == 1, f"{kind}: burst type {burst}, not INCR"
+        assert 1 <= beats <= 256
+        assert addr % self.bus == 0, f"{kind}: unaligned address {addr:#x}"
+        assert addr // 4096 == (addr + beats * self.bus - 1) // 4096, \
+            f"{kind}: burst at {addr:#x} of {beats} beats crosses a 4 KB boundary"
+
+    async def reads(self, ctx):
+        q, cycle, beat = deque(), 0, 0
+        s = self.sig
+        while not self.stop:
+            arready = not next(self.pauses["ar"])
+            ctx.set(s("arready"), arready)
+            rvalid = False
+            if q and cycle >= q[0][2] + self.latency and not next(self.pauses["r"]):
+                addr, beats, _ = q[0]
+                a = addr + beat * self.bus
+                resp = self.faults.pop(("read", a), 0)
+                ctx.set(s("rdata"), int.from_bytes(self.read_bytes(a, self.bus), "little"))
+                ctx.set(s("rresp"), resp)
+                ctx.set(s("rlast"), beat == beats - 1)
+                rvalid = True
+            ctx.set(s("rvalid"), rvalid)
+            await ctx.delay(1e-9)
+            if arready and ctx.get(s("arvalid")):
+                addr, beats = ctx.get(s("araddr")), ctx.get(s("arlen")) + 1
+                self._check("AR", addr, beats, ctx.get(s("arsize")), ctx.get(s("arburst")))
+                q.append((addr, beats, cycle + 1))
+                self.ar_log.append((addr, beats * self.bus))
+            if rvalid and ctx.get(s("rready")):
+                beat += 1
+                if beat == q[0][1]:
+                    q.popleft()
+                    beat = 0
+            await ctx.tick()
+            cycle += 1
+
+    async def writes(self, ctx):
+        aws, bq, cycle, beat, resp = deque(), deque(), 0, 0, 0
+        s = self.sig
+        while not self.stop:
+            awready = not next(self.pauses["aw"])
+            wready = bool(aws) and not next(self.pauses["w"])
+            ctx.set(s("awready"), awready)
+            ctx.set(s("wready"), wready)
+            bvalid = bool(bq) and cycle >= bq[0][1] + self.latency and \
+                not next(self.pauses["b"])
+            ctx.set(s("bvalid"), bvalid)
+            ctx.set(s("bresp"), bq[0][0] if bvalid else 0)
+            await ctx.delay(1e-9)
+            if wready and ctx.get(s("wvalid")):
+                addr, beats = aws[0]
+                a = addr + beat * self.bus
+                assert ctx.get(s("wstrb")) == (1 << self.bus) - 1
+                self.write_bytes(a, ctx.get(s("wdata")).to_bytes(self.bus, "little"))
+                resp = resp or self.faults.pop(("write", a), 0)
+                last = bool(ctx.get(s("wlast")))
+                assert last == (beat == beats - 1), \
+                    f"W: wlast={last} on beat {beat} of a {beats}-beat burst at {addr:#x}"
+                beat += 1
+                if last:
+                    aws.popleft()
+                    bq.append((resp, cycle + 1))
+                    beat, resp = 0, 0
+            if awready and ctx.get(s("awvalid")):
+                addr, beats = ctx.get(s("awaddr")), ctx.get(s("awlen")) + 1
+                self._check("AW", addr, beats, ctx.get(s("awsize")), ctx.get(s("awburst")))
+                aws.append((addr, beats))
+                self.aw_log.append((addr, beats * self.bus))
+            if bvalid and ctx.get(s("bready")):
+                bq.popleft()
+            await ctx.tick()
+            cycle += 1
