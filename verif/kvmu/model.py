@@ -8,9 +8,12 @@ An operation is one of
     ``("store", layer, group, owner, token)``, optionally with ``fail=`` ``"write"``,
     ``"offload_read"`` or ``"offload_write"`` (and ``resp=`` 2 SLVERR or 3 DECERR): the
     testbench arms a one-shot fault at the address the replay says the failing transfer uses;
-    ``("fetch", layer, group, head, owners, version)``, optionally ``fail="read"``: a fetch of
-    the clusters ``owners`` (one command each, ``first``/``last`` framing);
-    ``("bad", fields)``: a command out of range (refused, error 1);
+    ``("fetch", layer, group, head, owners, version)``, optionally ``fail="read"`` (``beat=``
+    the fetch's failing beat) or ``newer_during=v`` (version v announced once the first
+    command was checked: the fetch started current and completes): a fetch of the clusters
+    ``owners`` (one command each, ``first``/``last`` framing);
+    ``("bad", fields)``: a command out of range (refused, error 1, or ``code=`` 2 for one
+    refused for its registers);
     ``("clear",)``.
 Testbench contract (both tiers): operations are applied in order; a ``version`` waits until
 every earlier command was accepted and 3 more cycles passed (a fetch's check comes 2 cycles
@@ -26,7 +29,7 @@ import numpy as np
 from golden.kvmu import KvGeometry, KvmuReplay, cluster_tokens
 
 __all__ = ["geometry", "registers", "random_rows", "trace_rows", "synthetic_ops", "trace_ops",
-           "Expected", "expect", "cmd_beats", "data_beats", "STORE", "FETCH", "CLEAR"]
+           "Expected", "expect", "cmd_beats", "data_beats", "refused", "STORE", "FETCH", "CLEAR"]
 
 STORE, FETCH, CLEAR = 0, 1, 2
 RESP = {"SLVERR": 2, "DECERR": 3}
@@ -158,7 +161,12 @@ def _bursts_bytes(bursts, tier, write):
 
 def expect(cfg, regs: dict, ops, rows) -> Expected:
     """Replay ``ops`` on the golden KVMU model."""
-    geo = geometry(cfg, regs)
+    try:
+        geo = geometry(cfg, regs)
+    except ValueError:          # registers out of range: every command must be refused
+        assert all(op[0] not in ("store", "fetch") for op in ops), \
+            "registers out of range: the operations must be refused ones (model.refused)"
+        geo = geometry(cfg, {**regs, "near_slots": 1, "max_burst": 1})
     rp = KvmuReplay(geo)
     hpg, bus = cfg.heads_per_group, cfg.kvmu_bus_bytes
     bpt = 2 * cfg.head_dim // bus
@@ -178,7 +186,7 @@ def expect(cfg, regs: dict, ops, rows) -> Expected:
             rp.clear()
         elif kind == "bad":
             rp.counters["refused"] += 1
-            error(1)
+            error(opt.get("code", 1))
             if op[1].get("op") == FETCH and op[1].get("last"):
                 kv.append(dict(data=0, token=0, first=0, end=1, stale=0, error=1))
         elif kind == "store":
@@ -231,6 +239,9 @@ def expect(cfg, regs: dict, ops, rows) -> Expected:
             else:
                 kv.append(dict(data=0, token=0, first=0, end=1, stale=int(end[1]), error=0))
             fetched.append(set(toks))
+            if opt.get("newer_during") is not None:
+                if not rp.version(l, opt["newer_during"]):
+                    error(8)
         else:
             raise ValueError(f"unknown operation {kind!r}")
     c = dict(rp.counters)
@@ -265,6 +276,18 @@ def cmd_beats(op) -> list:
     if kind == "bad":
         return [op[1]]
     return []
+
+
+def refused(ops) -> list:
+    """``ops`` as the KVMU takes them when its registers are out of range: every command
+    refused with error 2 (versions still announced)."""
+    out = []
+    for op in ops:
+        if op[0] in ("store", "fetch"):
+            out += [("bad", beat, dict(code=2)) for beat in cmd_beats(op)]
+        else:
+            out.append(op)
+    return out
 
 
 def data_beats(cfg, op, rows) -> list:

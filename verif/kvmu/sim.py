@@ -12,9 +12,9 @@ from verif.lib.pauses import crossing, pause
 from verif.lib.payload import pack, unpack
 from verif.lib.scoreboard import compare, compare_counters
 
-from .model import cmd_beats, data_beats, expect
+from .model import cmd_beats, data_beats, expect, refused
 
-__all__ = ["run_sim", "COUNTERS"]
+__all__ = ["run_sim", "run_refused", "COUNTERS"]
 
 COUNTERS = ("near_read_bytes", "near_read_beats", "near_write_bytes", "near_write_beats",
             "far_read_bytes", "far_read_beats", "far_write_bytes", "far_write_beats",
@@ -42,6 +42,13 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
     cmd_layout = dut.i_cmd.payload.shape()
     kv_layout = dut.o_kv.payload.shape()
 
+    async def announce(ctx, layer, version):
+        ctx.set(dut.i_version.payload.layer, layer)
+        ctx.set(dut.i_version.payload.version, version)
+        ctx.set(dut.i_version.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.i_version.valid, 0)
+
     async def commands(ctx):
         for name, v in regs.items():
             ctx.set(getattr(dut, name), v)
@@ -49,24 +56,25 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
         for k, op in enumerate(ops):
             if op[0] == "version":
                 await ctx.tick().repeat(3)
-                ctx.set(dut.i_version.payload.layer, op[1])
-                ctx.set(dut.i_version.payload.version, op[2])
-                ctx.set(dut.i_version.valid, 1)
-                await ctx.tick()
-                ctx.set(dut.i_version.valid, 0)
+                await announce(ctx, op[1], op[2])
                 continue
             if k in exp.faults:
                 while ctx.get(dut.busy):
                     await ctx.tick()
                 ch, addr, resp = exp.faults[k]
                 mem.faults[(ch, addr)] = resp
-            for beat in cmd_beats(op):
+            newer = op[-1].get("newer_during") if isinstance(op[-1], dict) else None
+            for i, beat in enumerate(cmd_beats(op)):
                 while next(cmd_src):
                     ctx.set(dut.i_cmd.valid, 0)
                     await ctx.tick()
                 ctx.set(dut.i_cmd.valid, 1)
                 ctx.set(dut.i_cmd.payload.as_value(), pack(cmd_layout, beat))
                 await ctx.tick().until(dut.i_cmd.ready)
+                if i == 0 and newer is not None:       # a newer command, mid-fetch
+                    ctx.set(dut.i_cmd.valid, 0)
+                    await ctx.tick().repeat(3)
+                    await announce(ctx, op[1], newer)
             ctx.set(dut.i_cmd.valid, 0)
         state["done"] = True
 
@@ -113,6 +121,14 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
     sim.add_testbench(mem.writes, background=True)
     sim.run()
     check(exp, got, info, mem)
+    return exp, info, mem
+
+
+def run_refused(cfg, regs, ops, rows, **kw):
+    """Run ``ops`` with registers out of range: every command refused with error 2, not one
+    burst on the bus."""
+    exp, info, mem = run_sim(cfg, regs, refused(ops), rows, **kw)
+    assert not mem.ar_log and not mem.aw_log and info["error_code"] == 2
     return exp, info, mem
 
 

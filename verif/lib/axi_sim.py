@@ -49,6 +49,7 @@ class AxiMemSim:
 
     async def reads(self, ctx):
         q, cycle, beat = deque(), 0, 0
+        held = None                         # the fault answer of a beat offered, not taken
         s = self.sig
         while not self.stop:
             arready = not next(self.pauses["ar"])
@@ -57,7 +58,9 @@ class AxiMemSim:
             if q and cycle >= q[0][2] + self.latency and not next(self.pauses["r"]):
                 addr, beats, _ = q[0]
                 a = addr + beat * self.bus
-                resp = self.faults.pop(("read", a), 0)
+                if held is None:
+                    held = self.faults.pop(("read", a), 0)
+                resp = held
                 ctx.set(s("rdata"), int.from_bytes(self.read_bytes(a, self.bus), "little"))
                 ctx.set(s("rresp"), resp)
                 ctx.set(s("rlast"), beat == beats - 1)
@@ -70,6 +73,7 @@ class AxiMemSim:
                 q.append((addr, beats, cycle + 1))
                 self.ar_log.append((addr, beats * self.bus))
             if rvalid and ctx.get(s("rready")):
+                held = None
                 beat += 1
                 if beat == q[0][1]:
                     q.popleft()

@@ -1,0 +1,188 @@
+"""KVMU, fast tier: the Amaranth simulator against the golden replay (golden.kvmu.KvmuReplay):
+exact bursts, exact o_kv beats, counters, errors and the memory's contents, under idle
+cycles, back-pressure, bus pauses and latency, injected SLVERR/DECERR, in several builds."""
+import numpy as np
+import pytest
+
+from golden.kvmu import KvmuReplay
+from rtl import KvMemoryManager
+from verif.lib.pauses import CROSSINGS
+from vrex.config import Config, ConfigError
+from vrex.rules import ParameterError
+
+from .model import geometry, random_rows, registers, synthetic_ops, trace_ops
+from .sim import run_refused, run_sim
+
+
+def small(**kw) -> Config:
+    return Config(**{"n_layers": 2, "head_dim": 16, "kvmu_clusters": 16, "kvmu_blocks": 64,
+                     **kw})
+
+
+# builds: bus 16 or 8 bytes; one hash group of 3 heads or 3 groups of 1; a token of 1, 2 or
+# 16 beats; blocks of 2 to 32 tokens (8 KB blocks: bursts cut at 4 KB); bursts cut short
+SWEEP = {
+    "d16_bt16_g1": (small(), dict(near_slots=4, max_burst=16)),
+    "d64_bt4_bus8_g3": (small(head_dim=64, block_tokens=4, hash_scope="per_head",
+                              kvmu_bus_bytes=8), dict(near_slots=6, max_burst=12)),
+    "d8_bt2": (small(head_dim=8, block_tokens=2), dict(near_slots=5, max_burst=256)),
+    "d128_bt32_4k": (small(head_dim=128, block_tokens=32, n_layers=1),
+                     dict(near_slots=3, max_burst=256)),
+}
+
+
+def setup(name, seed=1, steps=3, tokens=6):
+    cfg, r = SWEEP[name]
+    regs = registers(cfg, far_base=1 << 24, **r)
+    ops = synthetic_ops(cfg, np.random.default_rng(seed), steps=steps, tokens=tokens)
+    return cfg, regs, ops, random_rows(seed, 2 * cfg.head_dim)
+
+
+@pytest.mark.parametrize("cross", CROSSINGS)
+@pytest.mark.parametrize("name", SWEEP)
+def test_stream(name, cross):
+    """A synthetic stream (fetches of random cluster subsets, then stores) with a near ring
+    small enough to spill: bursts, deliveries, placement and counters exact."""
+    cfg, regs, ops, rows = setup(name)
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross=cross, seed=5)
+    assert exp.counters["offloaded_blocks"] > 0 and exp.counters["far_read_beats"] > 0
+
+
+@pytest.mark.parametrize("latency, bus_pause", [(0, 0.3), (7, None), (20, 0.5),
+                                                (3, (1, 0, 0))])
+def test_bus_latency_and_pauses(latency, bus_pause):
+    """Every AXI channel paused at random or periodically, and memory latency."""
+    cfg, regs, ops, rows = setup("d64_bt4_bus8_g3", seed=2)
+    run_sim(cfg, regs, ops, rows, cross="both", seed=7, latency=latency, bus_pause=bus_pause)
+
+
+def _first_store(cfg, regs, ops, *, offload: bool):
+    """The index of the first store that moves a block (or, without ``offload``, that
+    moves none)."""
+    rp = KvmuReplay(geometry(cfg, regs))
+    for k, op in enumerate(ops):
+        if op[0] == "store":
+            n = len(rp.mem.offloads)
+            rp.store(*op[1:5])
+            if (len(rp.mem.offloads) > n) == offload and k > len(ops) // 3:
+                return k
+        elif op[0] == "fetch":
+            for i, o in enumerate(op[4]):
+                rp.fetch(op[1], op[2], op[3], o, op[5], i == 0, i == len(op[4]) - 1)
+        elif op[0] == "version":
+            rp.version(op[1], op[2])
+    raise AssertionError("no such store")
+
+
+@pytest.mark.parametrize("resp", ["SLVERR", "DECERR"])
+@pytest.mark.parametrize("fail", ["write", "offload_read", "offload_write", "read"])
+def test_bus_errors(fail, resp):
+    """An error answer on one transfer: the sticky error names the operation, response and
+    address; the command ends cleanly (a failed store stores nothing, a failed offload
+    leaves the block near, a failed fetch closes with an error marker); the stream goes on
+    and the memory stays consistent with the block table (every later fetch exact)."""
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=3, steps=4)
+    if fail == "read":
+        k = next(i for i, op in enumerate(ops)
+                 if op[0] == "fetch" and len(op[4]) > 1 and i > len(ops) // 3)
+        ops[k] = (*ops[k], dict(fail="read", beat=3, resp=resp))
+    else:
+        k = _first_store(cfg, regs, ops, offload=fail != "write")
+        ops[k] = (*ops[k], dict(fail=fail, resp=resp))
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=11, bus_pause=0.2)
+    assert info["bus_errors"] >= 1 and info["error"]
+
+
+def test_stale_fetches():
+    """A fetch whose version is older than one announced for its layer is dropped whole (no
+    read, an end beat marked stale); one that started current completes although a newer
+    command comes mid-fetch; other layers' versions do not matter."""
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=4, steps=2)
+    ops += [("version", 0, 100), ("fetch", 0, 0, 1, [0, 1, 2], 100, dict(newer_during=101)),
+            ("fetch", 0, 0, 2, [0, 2], 100),            # stale: 101 came mid-fetch
+            ("fetch", 1, 0, 0, [1], 3),                 # stale: layer 1 is at 4
+            ("version", 1, 200), ("fetch", 0, 0, 0, [1, 2], 101),   # layer 0 current
+            ("fetch", 1, 0, 0, [0, 1], 199), ("fetch", 1, 0, 0, [0], 200)]
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=1)
+    assert exp.counters["stale_dropped"] == 3
+    assert [b["stale"] for b in exp.kv if b["end"]][-6:] == [0, 1, 1, 0, 1, 0]
+
+
+def test_version_backwards_and_bad_commands():
+    """Refused: a version going backwards (error 8, ignored); commands out of range (error
+    1; a store's data consumed, a fetch closed with an error marker); the stream goes on."""
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=5, steps=2)
+    ops = ops[:20] + [("version", 1, 1)] + [
+        ("bad", dict(op=0, layer=2, owner=1, token=999)),
+        ("bad", dict(op=0, layer=0, group=1, token=999)),
+        ("bad", dict(op=0, layer=0, owner=16, token=999)),
+        ("bad", dict(op=1, layer=0, head=3, first=1, last=1)),
+        ("bad", dict(op=3, layer=0))] + ops[20:]
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=2)
+    assert info["refused"] == 5 and info["error_code"] == 8
+
+
+def test_block_table_full():
+    """Past ``blocks`` block-table entries a store is refused (error 3, its data consumed);
+    stored tokens stay fetchable."""
+    cfg = small(kvmu_blocks=6)
+    regs = registers(cfg, near_slots=4, max_burst=16, far_base=1 << 24)
+    rows = random_rows(6, 32)
+    ops = synthetic_ops(cfg, np.random.default_rng(6), steps=3, tokens=6)
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=3)
+    assert exp.first_error[0] == 3 and info["refused"] > 0
+
+
+@pytest.mark.parametrize("field, value", [("near_base", 0x100), ("far_base", 0x1000800),
+                                          ("near_slots", 0), ("max_burst", 0),
+                                          ("max_burst", 257)])
+def test_bad_registers(field, value):
+    """A register out of range refuses every command (error 2), touching no memory."""
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=7, steps=1)
+    regs[field] = value
+    run_refused(cfg, regs, ops, rows, cross="both", seed=9)
+
+
+def test_clear():
+    """CLEAR forgets every table: later stores start from block 0 and slot 0 of the ring."""
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=8, steps=2)
+    ops2 = synthetic_ops(cfg, np.random.default_rng(9), steps=2, tokens=6)
+    run_sim(cfg, regs, ops + [("clear",)] + ops2, rows, cross="both", seed=4)
+
+
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
+def test_trace(preset):
+    """The bundled real trace's first steps (its K/V rows, its golden ReSV clusters and
+    selections) with a near tier of 24 logical blocks, so it spills: every fetch delivers
+    exactly the golden run's selected past tokens, in the replay's order."""
+    ops, cfg, rows, selected = trace_ops(preset, steps=3)
+    cfg = cfg.replace(kvmu_clusters=512, kvmu_blocks=512)
+    regs = registers(cfg, near_slots=24, far_base=1 << 26)
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=6)
+    assert exp.fetched == selected
+    assert exp.counters["offloaded_blocks"] > 0
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(head_dim=48), "head_dim must be a positive power of two"),
+    (dict(block_tokens=12), "block_tokens must be a positive power of two"),
+    (dict(clusters=100), "clusters must be a positive power of two"),
+    (dict(bus_bytes=32), "bus_bytes must be 8 or 16"),
+    (dict(max_burst=0), "max_burst must be an integer from 1 to 256"),
+    (dict(max_reads=65), "max_reads must be an integer from 1 to 64"),
+    (dict(head_dim=2), "head_dim must be at least 8"),
+    (dict(addr_bits=16), "addr_bits (16) cannot address"),
+    (dict(id_bits=3), "id_bits must be at least log2(clusters) (10)"),
+])
+def test_bad_parameters(kw, msg):
+    params = {**Config().block_params("kvmu"), **kw}
+    with pytest.raises((ParameterError, ValueError), match=msg.replace("(", r"\(")
+                       .replace(")", r"\)")):
+        KvMemoryManager(**params)
+
+
+def test_config_refuses_what_the_block_refuses():
+    with pytest.raises(ConfigError, match="kvmu_bus_bytes must be 8 or 16"):
+        Config(kvmu_bus_bytes=4)
+    with pytest.raises(ConfigError, match="kvmu_clusters must be a positive power of two"):
+        Config(kvmu_clusters=1000)
