@@ -1,7 +1,7 @@
 """The hardware, and nothing else: Amaranth components grouped by block.
 
 ``rtl/lib/`` holds the pieces blocks share; ``rtl/dre/`` the retrieval engine's HCU and WTU;
-``rtl/attn/`` the attention engine's parts. :data:`BLOCKS` is the one registry of
+``rtl/attn/`` the attention engine's parts; ``rtl/kvmu/`` the KV memory manager. :data:`BLOCKS` is the one registry of
 synthesisable blocks: emission, lint, synthesis, benches, the demo and the registry test
 iterate it.
 """
@@ -17,7 +17,7 @@ from .dre.wtu import WicsumThresholdUnit
 from .kvmu.kvmu import KvMemoryManager
 
 __all__ = ["BLOCKS", "Block", "HashClusterUnit", "WicsumThresholdUnit", "AttentionEngine",
-           "SystolicArray", "ExpUnit"]
+           "SystolicArray", "ExpUnit", "KvMemoryManager"]
 
 
 @dataclass(frozen=True)
@@ -48,4 +48,5 @@ BLOCKS = {
     "attn": Block(AttentionEngine, "attn"),
     "attn_array": Block(SystolicArray, "attn"),
     "attn_exp": Block(ExpUnit, "attn"),
+    "kvmu": Block(KvMemoryManager, "kvmu"),
 }

@@ -11,20 +11,21 @@ BOUNDARY = 4096         # an INCR burst never crosses a 4 KB boundary
 OKAY = 0
 
 
-def axi4_master_members(prefix: str, addr_bits: int, data_bits: int) -> dict:
-    """The signature members of an AXI4 master without IDs (every transfer in order):
-    ``{prefix}_aw*``, ``_w*``, ``_b*``, ``_ar*``, ``_r*``."""
+def axi4_master_members(prefix: str, addr_bits: int, data_bits: int, id_bits: int = 1) -> dict:
+    """The signature members of an AXI4 master: ``{prefix}_aw*``, ``_w*``, ``_b*``,
+    ``_ar*``, ``_r*``. It issues every transfer with ID 0 (so responses come in order) and
+    ignores the response IDs."""
     p = prefix
     mem = {}
     for ch in ("aw", "ar"):
-        mem.update({f"{p}_{ch}addr": Out(addr_bits), f"{p}_{ch}len": Out(8),
+        mem.update({f"{p}_{ch}id": Out(id_bits), f"{p}_{ch}addr": Out(addr_bits), f"{p}_{ch}len": Out(8),
                     f"{p}_{ch}size": Out(3), f"{p}_{ch}burst": Out(2),
                     f"{p}_{ch}lock": Out(1), f"{p}_{ch}cache": Out(4), f"{p}_{ch}prot": Out(3),
                     f"{p}_{ch}valid": Out(1), f"{p}_{ch}ready": In(1)})
     mem.update({f"{p}_wdata": Out(data_bits), f"{p}_wstrb": Out(data_bits // 8),
                 f"{p}_wlast": Out(1), f"{p}_wvalid": Out(1), f"{p}_wready": In(1),
-                f"{p}_bresp": In(2), f"{p}_bvalid": In(1), f"{p}_bready": Out(1),
-                f"{p}_rdata": In(data_bits), f"{p}_rresp": In(2), f"{p}_rlast": In(1),
+                f"{p}_bid": In(id_bits), f"{p}_bresp": In(2), f"{p}_bvalid": In(1), f"{p}_bready": Out(1),
+                f"{p}_rid": In(id_bits), f"{p}_rdata": In(data_bits), f"{p}_rresp": In(2), f"{p}_rlast": In(1),
                 f"{p}_rvalid": In(1), f"{p}_rready": Out(1)})
     return mem
 

@@ -204,7 +204,7 @@ class KvMemoryManager(wiring.Component):
         """Constant AXI fields, outstanding-burst counts, B responses, channel counters."""
         a = self._axi
         for ch in ("aw", "ar"):
-            m.d.comb += [a(f"{ch}size").eq(x.bus_lg), a(f"{ch}burst").eq(1),
+            m.d.comb += [a(f"{ch}id").eq(0), a(f"{ch}size").eq(x.bus_lg), a(f"{ch}burst").eq(1),
                          a(f"{ch}cache").eq(0b0011), a(f"{ch}prot").eq(0),
                          a(f"{ch}lock").eq(0)]
         m.d.comb += [a("wstrb").eq((1 << self._bus_bytes) - 1), a("bready").eq(1)]

@@ -23,7 +23,8 @@ def tb_config() -> Config:
 
 
 def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=None,
-               extra_env: dict | None = None, check_lint: bool = True) -> dict:
+               test_filter: str | None = None, extra_env: dict | None = None,
+               check_lint: bool = True) -> dict:
     """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` as ``<name>.v`` in
     ``build_dir`` (lint it), build it with Verilator and run ``test_module`` (or only
     ``testcase``). Returns ``{test name: failure message or None}``; the build and run logs
@@ -50,7 +51,8 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     xml.unlink(missing_ok=True)
     try:
         runner.test(hdl_toplevel=name, test_module=test_module, build_dir=build,
-                    test_dir=build, extra_env=env, testcase=testcase, results_xml=str(xml),
+                    test_dir=build, extra_env=env, testcase=testcase, test_filter=test_filter,
+                    results_xml=str(xml),
                     log_file=build / "sim.log", waves=bool(os.environ.get("WAVES")))
     except SystemExit:              # the runner exits on a failed test: the XML says which
         pass
@@ -76,15 +78,16 @@ def failures(results: dict, build_dir) -> str:
             + "\n".join(f"  {k}: {v}" for k, v in bad.items()))
 
 
-def run_point(block: str, point: str, cfg: Config) -> None:
+def run_point(block: str, point: str, cfg: Config, test_filter: str | None = None) -> None:
     """The Verilog tier of one build point: run the block's testbench (``verif.<group>.tb``,
-    or ``tb_<block>`` in a group of several) on the block built from ``cfg`` in
+    or ``tb_<block>`` in a group of several; only the tests whose full names match the
+    regular expression ``test_filter``, if given) on the block built from ``cfg`` in
     ``build/sim/<block>/<point>/``; fail the calling pytest test naming every failed cocotb
     test."""
     import pytest
     from rtl import BLOCKS
     build = ROOT / "build" / "sim" / block / point
     results = run_cocotb(block, cfg, test_module=BLOCKS[block].verif_module(block, "tb"),
-                         build_dir=build)
+                         build_dir=build, test_filter=test_filter)
     if msg := failures(results, build):
         pytest.fail(msg, pytrace=False)

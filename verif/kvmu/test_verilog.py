@@ -1,0 +1,23 @@
+"""KVMU, Verilog tier: emitted, linted and run under cocotb + Verilator per build point, the
+bus answered by cocotbext-axi's AxiRam (pauses, latency, injected SLVERR/DECERR)."""
+import pytest
+
+from verif.lib.runner import run_point
+from vrex.config import Config
+
+# the default build (the bundled trace's geometry: both presets' real-trace tests run on
+# it); a 64-bit bus with 4-token blocks, one hash group per KV head and two reads and writes
+# outstanding (the trace tests need the one-group geometry, so they are left out there)
+POINTS = {
+    "default": (Config(kvmu_clusters=256, kvmu_blocks=1024), None),
+    "bus8_bt4_g3_o2": (Config(n_layers=2, head_dim=32, block_tokens=4, hash_scope="per_head",
+                              kvmu_bus_bytes=8, kvmu_max_reads=2, kvmu_max_writes=2,
+                              kvmu_clusters=16, kvmu_blocks=256),
+                       r"^(?!.*real_trace)"),
+}
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_kvmu_verilog(point):
+    cfg, only = POINTS[point]
+    run_point("kvmu", point, cfg, test_filter=only)
