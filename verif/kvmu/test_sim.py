@@ -20,21 +20,26 @@ def small(**kw) -> Config:
 
 
 # builds: bus 16 or 8 bytes; one hash group of 3 heads or 3 groups of 1; a token of 1, 2 or
-# 16 beats; blocks of 2 to 32 tokens (8 KB blocks: bursts cut at 4 KB); bursts cut short
+# 16 beats; blocks of 2 to 32 tokens; bursts cut short (in 8 KB blocks, 24-beat bursts cross
+# 4 KB boundaries and are cut there: its stream fills clusters past 16 tokens)
 SWEEP = {
     "d16_bt16_g1": (small(), dict(near_slots=4, max_burst=16)),
     "d64_bt4_bus8_g3": (small(head_dim=64, block_tokens=4, hash_scope="per_head",
                               kvmu_bus_bytes=8), dict(near_slots=6, max_burst=12)),
     "d8_bt2": (small(head_dim=8, block_tokens=2), dict(near_slots=5, max_burst=256)),
     "d128_bt32_4k": (small(head_dim=128, block_tokens=32, n_layers=1),
-                     dict(near_slots=3, max_burst=256)),
+                     dict(near_slots=2, max_burst=24)),
 }
+
+
+STREAM = {"d128_bt32_4k": dict(tokens=14, new_cluster=0.1, steps=4)}
 
 
 def setup(name, seed=1, steps=3, tokens=6):
     cfg, r = SWEEP[name]
     regs = registers(cfg, far_base=1 << 24, **r)
-    ops = synthetic_ops(cfg, np.random.default_rng(seed), steps=steps, tokens=tokens)
+    kw = {"tokens": tokens, "steps": steps, **STREAM.get(name, {})}
+    ops = synthetic_ops(cfg, np.random.default_rng(seed), **kw)
     return cfg, regs, ops, random_rows(seed, 2 * cfg.head_dim)
 
 
