@@ -1,0 +1,178 @@
+"""KVMU benchmark under Verilator (``make bench``): cycles, beats and bursts, never wall time.
+Every run is also checked against the golden replay (``KvmuTB.run``).
+
+1. Prefetch utilisation: 8 clusters of 64 tokens (4 full blocks each) stored, then fetched in
+   one fetch with ``o_kv`` always ready; utilisation = R beats / cycles from the fetch's first
+   AR to its last R beat, with the memory answering 0, 50 and 200 cycles after each AR
+   (pipelined), at bursts of 256 (a whole 2 KB block), 64 and 16 beats (the ``max_burst``
+   register), with the most reads seen outstanding.
+2. The bundled trace (``paper``, the first steps whose every token fits a block of its own):
+   fetch cycles, bursts and beats with the cluster-contiguous layout (the golden ReSV
+   clusters) and with a token-scattered one (every token its own cluster, so a fetch moves
+   one burst per token), 50 cycles of latency; bursts per fetched cluster against its blocks.
+Writes ``BENCH_OUT`` (JSON, with the Config it measured).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from verif.kvmu.model import random_rows, registers, trace_ops
+from verif.kvmu.tb import KvmuTB
+
+
+class _Probe:
+    """Cycle of every AR and R handshake, and the most reads outstanding."""
+
+    def __init__(self, dut):
+        self.dut, self.ar, self.r, self.peak, self.out = dut, [], [], 0, 0
+        self.cycle = 0
+        cocotb.start_soon(self._run())
+
+    def reset(self):
+        self.ar, self.r, self.peak, self.out = [], [], 0, 0
+
+    async def _run(self):
+        d = self.dut
+        while True:
+            await ReadOnly()
+            if int(d.m_axi_arvalid.value) and int(d.m_axi_arready.value):
+                self.ar.append(self.cycle)
+                self.out += 1
+            if int(d.m_axi_rvalid.value) and int(d.m_axi_rready.value):
+                self.r.append(self.cycle)
+                if int(d.m_axi_rlast.value):
+                    self.out -= 1
+            self.peak = max(self.peak, self.out)
+            await RisingEdge(d.clk)
+            self.cycle += 1
+
+
+def _prefetch_ops(clusters=8, tokens=64):
+    ops = [("store", 0, 0, c, c * tokens + t) for t in range(tokens) for c in range(clusters)]
+    return ops + [("version", 0, 1), ("fetch", 0, 0, 0, list(range(clusters)), 1)]
+
+
+async def _prefetch(tb, probe, state, latency, burst):
+    cfg = tb.cfg
+    state["latency"] = latency
+    await tb.reset()
+    regs = registers(cfg, max_burst=burst)
+    ops = _prefetch_ops()
+    probe.reset()
+    await tb.run(ops, random_rows(1, 2 * cfg.head_dim), regs)
+    beats = len(probe.r)
+    cycles = probe.r[-1] - probe.ar[0] + 1
+    return {"latency": latency, "max_burst": burst, "beats": beats, "cycles": cycles,
+            "utilisation": beats / cycles, "bursts": len(probe.ar),
+            "peak_outstanding": probe.peak}
+
+
+async def _trace(tb, probe, state, layout, steps, latency=50):
+    cfg = tb.cfg
+    state["latency"] = latency
+    await tb.reset()
+    ops, tcfg, rows, selected = trace_ops("paper", steps=steps)
+    if layout == "scattered":
+        sel = iter(selected)
+        ops = [("fetch", *op[1:4], sorted(next(sel)), op[5]) if op[0] == "fetch" else
+               (("store", op[1], op[2], op[4], op[4]) if op[0] == "store" else op)
+               for op in ops]
+    regs = registers(cfg)
+    exp, run = await tb.run(ops, rows, regs)
+    fetch_cycles = _fetch_cycles(tb, ops, exp)
+    fetched = run["fetched_clusters"]
+    return {"layout": layout, "steps": steps, "latency": latency,
+            "fetch_cycles": fetch_cycles, "read_bursts": run["read_bursts"],
+            "read_beats": run["near_read_beats"] + run["far_read_beats"],
+            "fetched_clusters": fetched, "delivered_tokens": run["delivered_tokens"],
+            "bursts_per_cluster": run["read_bursts"] / max(1, fetched),
+            "blocks_per_cluster": _blocks_per_cluster(ops, cfg, regs),
+            "stored_tokens": run["stored_tokens"], "cycles_total": run["busy"]}
+
+
+def _fetch_cycles(tb, ops, exp):
+    """Σ over fetches of the cycles from its first command's transfer to its end beat."""
+    cmd = tb.source["i_cmd"].stamps[-sum(len(_cmds(op)) for op in ops):]
+    kv = tb.sink["o_kv"].stamps[-len(exp.kv):]
+    ends = [kv[i] for i, b in enumerate(exp.kv) if b["end"]]
+    k, e, total = 0, 0, 0
+    for op in ops:
+        n = len(_cmds(op))
+        if op[0] == "fetch":
+            total += ends[e] - cmd[k]
+            e += 1
+        k += n
+    return total
+
+
+def _cmds(op):
+    from verif.kvmu.model import cmd_beats
+    return cmd_beats(op)
+
+
+def _blocks_per_cluster(ops, cfg, regs):
+    """Mean blocks a fetched cluster spans, from the golden replay."""
+    from golden.kvmu import KvmuReplay
+    from verif.kvmu.model import geometry
+    rp = KvmuReplay(geometry(cfg, regs))
+    blocks, n = 0, 0
+    for op in ops:
+        if op[0] == "store":
+            rp.store(*op[1:5])
+        elif op[0] == "fetch":
+            for o in op[4]:
+                blocks += sum(1 for b in rp.mem.blocks
+                              if (b.layer, b.group, b.owner) == (op[1], op[2], o) and b.tokens)
+                n += 1
+    return blocks / max(1, n)
+
+
+@cocotb.test()
+async def bench(dut):
+    state = {"latency": 0}
+    tb = KvmuTB(dut, latency=lambda: state["latency"])
+    probe = _Probe(dut)
+    await tb.start()
+    m, cfg = tb.model, tb.cfg
+    report = {"config": cfg.to_dict(),
+              "params": {"bus_bytes": cfg.kvmu_bus_bytes, "max_reads": cfg.kvmu_max_reads,
+                         "max_writes": cfg.kvmu_max_writes, "block_bytes": m.block_bytes,
+                         "memory_bits": m.memory_bits},
+              "prefetch": [], "trace": {}}
+    for latency in (0, 50, 200):
+        for burst in (256, 64, 16):
+            report["prefetch"].append(await _prefetch(tb, probe, state, latency, burst))
+    stored = cfg.kvmu_blocks // (cfg.n_layers * cfg.hash_groups)
+    from verif.lib.traces import bundled
+    tr, _ = bundled()
+    b = tr.step_bounds()
+    steps = max(s for s in range(1, tr.n_steps + 1) if b[s] - b[1] <= stored)
+    for layout in ("clusters", "scattered"):
+        report["trace"][layout] = await _trace(tb, probe, state, layout, steps)
+    c, s = report["trace"]["clusters"], report["trace"]["scattered"]
+    report["trace"]["speedup"] = s["fetch_cycles"] / max(1, c["fetch_cycles"])
+    with open(os.environ["BENCH_OUT"], "w") as f:
+        json.dump(report, f, indent=1)
+
+
+def summary(r: dict) -> list[str]:
+    """The report in a few lines."""
+    lines = []
+    for x in r["prefetch"]:
+        if x["max_burst"] == 256 or x["latency"] == 200:
+            lines.append(f"prefetch, {x['latency']:3d}-cycle memory, {x['max_burst']:3d}-beat "
+                         f"bursts: {100 * x['utilisation']:.1f}% of R cycles carry a beat "
+                         f"({x['peak_outstanding']} reads outstanding at most, "
+                         f"{r['params']['max_reads']} allowed)")
+    t = r["trace"]
+    c, s = t["clusters"], t["scattered"]
+    lines.append(f"trace (paper, {c['steps']} steps, 50-cycle memory): fetches take "
+                 f"{c['fetch_cycles']} cycles in {c['read_bursts']} bursts with clusters "
+                 f"({c['bursts_per_cluster']:.2f} bursts, {c['blocks_per_cluster']:.2f} blocks "
+                 f"a cluster), {s['fetch_cycles']} cycles in {s['read_bursts']} bursts "
+                 f"token-scattered: {t['speedup']:.2f}x")
+    return lines
