@@ -63,6 +63,26 @@ class KvGeometry:
     bus_bytes: int = 16
     max_burst_beats: int = 256
     max_blocks: int | None = None       # logical block-table entries (None: unbounded)
+    far_blocks: int | None = None       # logical blocks the far tier holds (None: unbounded)
+    # the HC table's records in memory (None: not modelled, as in the golden job)
+    hc_base: int | None = None
+    groups: int = 1                     # hash groups a layer
+    clusters: int = 1024                # records per (layer, group)
+    count_bits: int = 16
+
+    @property
+    def hc_head_bytes(self) -> int:
+        """One KV head's sums in a record: ``head_dim`` int32, little-endian."""
+        return 4 * self.head_dim
+
+    @property
+    def hc_record_bytes(self) -> int:
+        return self.heads_per_group * self.hc_head_bytes
+
+    def hc_addr(self, layer: int, group: int, cluster: int, head_in_group: int) -> int:
+        """Byte address of a cluster's sums for one head of its group."""
+        rec = (layer * self.groups + group) * self.clusters + cluster
+        return self.hc_base + rec * self.hc_record_bytes + head_in_group * self.hc_head_bytes
 
     def __post_init__(self):
         for k in ("block_tokens", "head_dim", "heads_per_group", "bus_bytes",
@@ -155,7 +175,7 @@ class KvMemory:
         made but a read or write answers an error: the block stays near, nothing is
         allocated, the token is not stored; ``fail="write"``, the token's writes are made
         but one answers an error: any allocation stands, the token is not stored. A full
-        block table (``max_blocks``) refuses the token. Returns ``(block id, None)`` or
+        block table (``max_blocks``) or a full far tier (``far_blocks``) refuses the token. Returns ``(block id, None)`` or
         ``(None, None)`` for a token not stored; every transfer is logged in
         :attr:`traffic`."""
         geo = self.geo
@@ -166,6 +186,8 @@ class KvMemory:
             if geo.max_blocks is not None and len(self.blocks) == geo.max_blocks:
                 return None, None
             if len(self.near) == geo.near_slots:
+                if geo.far_blocks is not None and len(self.offloads) >= geo.far_blocks:
+                    return None, None
                 if not self._offload(step, self.near[0], commit=fail != "offload"):
                     return None, None
                 self.near.pop(0)
@@ -297,16 +319,42 @@ def cluster_tokens(mem: "KvMemory", layer: int, group: int, owner: int) -> list:
             for t in b.tokens]
 
 
+@dataclass
+class HcRecord:
+    """A cluster's HC-table entry: per head of its group the integer sum of its members'
+    keys (in memory, :meth:`KvGeometry.hc_addr`), and on chip its member count, the last step
+    a member joined and how many joined in it, and whether a failed write lost the sums."""
+    sums: np.ndarray
+    count: int = 0
+    cur_step: int = -1
+    cur_n: int = 0
+    poisoned: bool = False
+
+    def past(self, step: int) -> int:
+        """Members from steps before ``step``."""
+        return self.count - (self.cur_n if self.cur_step == step else 0)
+
+
 class KvmuReplay:
     """The KVMU's commands in the order it meets them (docs/kvmu.md), on the address-exact
     :class:`KvMemory`: every read and write burst in issue order, every token delivered and
     every fetch's closing marker. A fetch is the run of per-cluster commands from ``first``
     to ``last``; its version is checked at ``first`` against the newest one announced for
-    its layer (:meth:`version`)."""
+    its layer (:meth:`version`).
+
+    The HC table (``geo.hc_base`` set): a store also adds the token's K rows to its cluster's
+    sums (read, add, write per head; the first member writes without reading) and counts it;
+    :meth:`candidates` lists a (layer, group)'s clusters with past members in id order, with
+    each one's representative key ``clip(round_div(sum, count), -128, 127)`` over all its
+    members so far and its count of past members (docs/numerics.md §5, §6), and keeps the
+    list so a fetch can name clusters by candidate index."""
 
     def __init__(self, geo: KvGeometry):
         self.geo = geo
         self.mem = KvMemory(geo)
+        self.hc: dict = {}                      # (layer, group, cluster) -> HcRecord
+        self.n_clusters: dict = {}              # (layer, group) -> 1 + highest id stored
+        self.cand: dict = {}                    # (layer, group) -> the last candidate list
         self.newest: dict = {}                  # layer -> newest version announced
         self.ar: list[Burst] = []               # read bursts in the order the KVMU issues them
         self.aw: list[Burst] = []               # write bursts, likewise
@@ -326,17 +374,74 @@ class KvmuReplay:
         self.newest[layer] = v
         return True
 
+    def record(self, layer: int, group: int, cluster: int) -> HcRecord:
+        key = (layer, group, cluster)
+        if key not in self.hc:
+            geo = self.geo
+            self.hc[key] = HcRecord(np.zeros((geo.heads_per_group, geo.head_dim), np.int64))
+        return self.hc[key]
+
     def store(self, layer: int, group: int, owner: int, token: int,
-              fail: str | None = None) -> bool:
-        n0, off0 = len(self.mem.traffic), len(self.mem.offloads)
-        bid, slot = self.mem.store(0, layer, group, token, owner, fail=fail)
-        self._log(n0)
+              fail: str | None = None, keys=None, step: int = 0) -> str | None:
+        """Store a token (and, with the HC table, add ``keys`` [heads_per_group, head_dim]
+        to its cluster's sums). ``fail`` as :meth:`KvMemory.store`, or ``"hc"``: a transfer
+        of the sums' update answers an error, the cluster is poisoned (its sums are lost:
+        never a candidate again, its KV still fetchable) and the token is stored. Returns
+        None, or why the token was refused or what failed (``"count"`` a full member count,
+        ``"blocks"``, ``"far"``, ``"write"``, ``"offload"``, ``"hc"``)."""
+        geo = self.geo
+        rec = self.record(layer, group, owner) if geo.hc_base is not None else None
+        if rec is not None and rec.count == (1 << geo.count_bits) - 1:
+            self.counters["refused"] += 1
+            return "count"
+        n0, off0, b0 = len(self.mem.traffic), len(self.mem.offloads), len(self.mem.blocks)
+        kv_fail = fail if fail in ("write", "offload") else None
+        bid, slot = self.mem.store(0, layer, group, token, owner, fail=kv_fail)
         self.counters["offloaded_blocks"] += len(self.mem.offloads) - off0
         if slot is None:
+            self._log(n0)
             self.counters["refused"] += 1
-            return False
+            if kv_fail:
+                return kv_fail
+            return "blocks" if len(self.mem.blocks) == b0 == geo.max_blocks else "far"
         self.counters["stored_tokens"] += 1
-        return True
+        k = (layer, group)
+        self.n_clusters[k] = max(self.n_clusters.get(k, 0), owner + 1)
+        if rec is not None and not rec.poisoned:
+            for j in range(geo.heads_per_group):
+                addr = geo.hc_addr(layer, group, owner, j)
+                w = split_burst("hc", addr, geo.hc_head_bytes, geo, write=True)
+                if rec.count:
+                    r = split_burst("hc", addr, geo.hc_head_bytes, geo)
+                    self.mem.traffic += [x for pair in zip(r, w) for x in pair]
+                else:
+                    self.mem.traffic += w
+            if fail == "hc":
+                rec.poisoned = True
+            else:
+                rec.sums += np.asarray(keys, np.int64).reshape(rec.sums.shape)
+                rec.count += 1
+                rec.cur_n = rec.cur_n + 1 if rec.cur_step == step else 1
+                rec.cur_step = step
+        self._log(n0)
+        return "hc" if fail == "hc" and rec is not None and rec.poisoned else None
+
+    def candidates(self, layer: int, group: int, head: int, step: int) -> list:
+        """The candidate list of (layer, group) at ``step`` for one head of the group:
+        ``(cluster, past count, representative key)`` in cluster-id order; its reads are
+        logged and the list kept for fetches by index."""
+        from .numerics import round_div
+        geo, out = self.geo, []
+        for c in range(self.n_clusters.get((layer, group), 0)):
+            rec = self.hc.get((layer, group, c))
+            if rec is None or rec.poisoned or rec.past(step) <= 0:
+                continue
+            self.ar += split_burst("hc", geo.hc_addr(layer, group, c, head),
+                                   geo.hc_head_bytes, geo)
+            rep = np.clip(round_div(rec.sums[head], rec.count), -128, 127)
+            out.append((c, rec.past(step), rep.astype(np.int8)))
+        self.cand[(layer, group)] = [c for c, _, _ in out]
+        return out
 
     def fetch(self, layer: int, group: int, head: int, owner: int, version: int,
               first: bool, last: bool):
@@ -363,6 +468,7 @@ class KvmuReplay:
         """Forget every table (the KVMU's CLEAR); the traffic logs go on."""
         self.mem = KvMemory(self.geo)
         self.newest = {}
+        self.hc, self.n_clusters, self.cand = {}, {}, {}
         self._drop = False
 
 

@@ -287,6 +287,13 @@ class Config:
         return 1 << max(12, (self.near_blocks * self.kv_block_bytes - 1).bit_length())
 
     @property
+    def hc_base(self) -> int:
+        """The HC table's default base: the first 4 KB boundary past the far tier's window
+        (``kvmu_blocks`` logical blocks)."""
+        far = self.kvmu_blocks * self.heads_per_group * self.kv_block_bytes
+        return self.far_base + -(-far // 4096) * 4096
+
+    @property
     def hcu_window_bytes(self) -> int:
         return self.window * self.n_hp // 8
 
@@ -326,6 +333,7 @@ class Config:
                         max_reads=self.kvmu_max_reads, max_writes=self.kvmu_max_writes,
                         addr_bits=self.kvmu_addr_bits, token_bits=self.kvmu_token_bits,
                         id_bits=self.cluster_id_bits, version_bits=self.kvmu_version_bits,
+                        step_bits=self.step_bits, count_bits=self.count_bits,
                         counter_bits=self.counter_bits)
         raise ConfigError(f"no block named {block!r}")
 
@@ -339,7 +347,8 @@ class Config:
         if block in ("attn", "attn_array", "attn_exp"):
             return {}          # the exp unit's β comes per layer from the quantisation scales
         if block == "kvmu":
-            return {"near_base": 0, "far_base": self.far_base, "near_slots": self.near_slots,
+            return {"near_base": 0, "far_base": self.far_base, "hc_base": self.hc_base,
+                    "near_slots": self.near_slots, "far_slots": self.kvmu_blocks,
                     "max_burst": self.kvmu_max_burst}
         raise ConfigError(f"no block named {block!r}")
 

@@ -148,13 +148,15 @@ def engine_rules(*, n, k_max, acc_bits, k_buf, b_rows, n_hp, layers, step_bits, 
 
 def kvmu_rules(*, layers, groups, heads_per_group, head_dim, block_tokens, clusters, blocks,
                near_slots, bus_bytes, max_burst, max_reads, max_writes, addr_bits,
-               token_bits, version_bits, counter_bits, names: dict | None = None) -> None:
+               token_bits, version_bits, step_bits, count_bits, counter_bits,
+               names: dict | None = None) -> None:
     """What the KV memory manager accepts (``rtl.kvmu.kvmu.KvMemoryManager``)."""
     n = _namer(names)
     for key, v in (("layers", layers), ("groups", groups),
                    ("heads_per_group", heads_per_group), ("blocks", blocks),
                    ("near_slots", near_slots), ("token_bits", token_bits),
-                   ("version_bits", version_bits), ("counter_bits", counter_bits)):
+                   ("version_bits", version_bits), ("step_bits", step_bits),
+                   ("count_bits", count_bits), ("counter_bits", counter_bits)):
         positive_int(n(key), v)
     power_of_two(n("head_dim"), head_dim)
     power_of_two(n("block_tokens"), block_tokens)

@@ -30,7 +30,8 @@ class KvMemoryManager(wiring.Component):
     near tier is a ring of ``near_slots`` (register) logical slots from ``near_base``: the k-th
     block allocated takes slot ``k mod near_slots``, so when the ring is full the block to
     move is the one in the slot being taken; it is read from near and written to the far tier
-    (from ``far_base``, append-only) and its table entry turns far only after every write
+    (from ``far_base``, append-only, up to the ``far_slots`` register) and its table entry
+    turns far only after every write
     answered OKAY. A token goes to its cluster's last block if that has room and is near, else
     to a new block linked behind it.
 
@@ -57,7 +58,8 @@ class KvMemoryManager(wiring.Component):
     ``near_slots`` or ``max_burst`` 0 or above the build's), 3 the block table full,
     4 a fetch read, 5 a store write (the token is not stored), 6 and 7 an offload's read or
     write (the block stays near, the token is not stored), 8 a version going backwards on
-    ``i_version`` (ignored).
+    ``i_version`` (ignored), 9 the far tier full (``far_slots`` logical blocks moved; the
+    token is not stored).
 
     Parameters (keyword-only, all required; :meth:`from_config`; checked by
     ``vrex.rules.kvmu_rules``): ``layers``, ``groups`` (hash groups a layer), and
@@ -72,27 +74,29 @@ class KvMemoryManager(wiring.Component):
     the K and V rows. ``blocks`` bounds the blocks of a stream (error 3 past it).
     """
 
-    STORE, FETCH, CLEAR = 0, 1, 2
+    STORE, FETCH, CLEAR, CAND = 0, 1, 2, 3
     ERRORS = {1: "command out of range", 2: "register out of range", 3: "block table full",
               4: "fetch read", 5: "store write", 6: "offload read", 7: "offload write",
-              8: "version backwards"}
+              8: "version backwards", 9: "far tier full", 10: "HC update (cluster poisoned)",
+              11: "member count full", 12: "candidate read"}
     PERF = ("near_read_bytes", "near_read_beats", "near_write_bytes", "near_write_beats",
             "far_read_bytes", "far_read_beats", "far_write_bytes", "far_write_beats",
             "read_bursts", "write_bursts", "stored_tokens", "offloaded_blocks",
             "fetched_clusters", "delivered_tokens", "stale_dropped", "refused", "bus_errors",
+            "hc_read_beats", "hc_write_beats", "candidates",
             "wait_ar", "wait_r", "wait_aw", "wait_w", "wait_b", "busy")
 
     def __init__(self, *, layers: int, groups: int, heads_per_group: int, head_dim: int,
                  block_tokens: int, clusters: int, blocks: int, near_slots: int,
                  bus_bytes: int, max_burst: int, max_reads: int, max_writes: int,
                  addr_bits: int, token_bits: int, id_bits: int, version_bits: int,
-                 counter_bits: int):
+                 step_bits: int, count_bits: int, counter_bits: int):
         kvmu_rules(layers=layers, groups=groups, heads_per_group=heads_per_group,
                    head_dim=head_dim, block_tokens=block_tokens, clusters=clusters,
                    blocks=blocks, near_slots=near_slots, bus_bytes=bus_bytes,
                    max_burst=max_burst, max_reads=max_reads, max_writes=max_writes,
                    addr_bits=addr_bits, token_bits=token_bits, version_bits=version_bits,
-                   counter_bits=counter_bits)
+                   step_bits=step_bits, count_bits=count_bits, counter_bits=counter_bits)
         if not isinstance(id_bits, int) or id_bits < exact_log2(clusters):
             raise ValueError(f"id_bits must be at least log2(clusters) "
                              f"({exact_log2(clusters)}), not {id_bits!r}")
@@ -102,10 +106,14 @@ class KvMemoryManager(wiring.Component):
         self._near_slots, self._bus_bytes, self._max_burst = near_slots, bus_bytes, max_burst
         self._max_reads, self._max_writes, self._addr_bits = max_reads, max_writes, addr_bits
         self._token_bits, self._id_bits, self._version_bits = token_bits, id_bits, version_bits
+        self._step_bits, self._count_bits = step_bits, count_bits
         self.perf_layout = counter_layout(self.PERF, counter_bits)
-        cmd = data.StructLayout({"op": 2, "layer": 8, "group": 8, "head": 8,
-                                 "owner": id_bits, "token": token_bits,
-                                 "version": version_bits, "first": 1, "last": 1})
+        cmd = data.StructLayout({"op": 3, "layer": 8, "group": 8, "head": 8,
+                                 "owner": id_bits, "token": token_bits, "step": step_bits,
+                                 "version": version_bits, "first": 1, "last": 1,
+                                 "by_index": 1})
+        cand = data.StructLayout({"data": 8 * bus_bytes, "cluster": id_bits,
+                                  "count": count_bits, "first": 1, "end": 1, "error": 1})
         kv = data.StructLayout({"data": 8 * bus_bytes, "token": token_bits, "first": 1,
                                 "end": 1, "stale": 1, "error": 1})
         super().__init__({
@@ -114,8 +122,10 @@ class KvMemoryManager(wiring.Component):
             "i_version": In(stream.Signature(data.StructLayout(
                 {"layer": 8, "version": version_bits}))),
             "o_kv": Out(stream.Signature(kv)),
-            "near_base": In(addr_bits), "far_base": In(addr_bits),
-            "near_slots": In(bits_for(near_slots)), "max_burst": In(9),
+            "o_cand": Out(stream.Signature(cand)),
+            "near_base": In(addr_bits), "far_base": In(addr_bits), "hc_base": In(addr_bits),
+            "near_slots": In(bits_for(near_slots)), "far_slots": In(bits_for(blocks)),
+            "max_burst": In(9),
             "clear": In(1),
             "error": Out(1), "error_code": Out(4), "error_resp": Out(2),
             "error_addr": Out(addr_bits),
@@ -145,7 +155,8 @@ class KvMemoryManager(wiring.Component):
     def memory_bits(self) -> int:
         """Bits of on-chip table memory."""
         bid, slot = max(1, ceil_log2(self._blocks)), max(1, ceil_log2(self._near_slots))
-        ctab = self._layers * self._groups * self._clusters * (1 + 2 * bid)
+        ctab = self._layers * self._groups * self._clusters * (
+            2 + 2 * bid + 2 * self._count_bits + self._step_bits + exact_log2(self._clusters))
         btab = self._blocks * (bid + 1 + bits_for(self._bt) + 1 + max(bid, slot))
         toks = self._blocks * self._bt * self._token_bits
         return ctab + btab + toks + self._near_slots * (1 + bid)
@@ -172,7 +183,9 @@ class KvMemoryManager(wiring.Component):
         x.bb_lg = exact_log2(self.block_bytes)
         x.bus_lg = exact_log2(self._bus_bytes)
         x.block_beats = self.block_bytes // self._bus_bytes
-        x.ctab_t = data.StructLayout({"valid": 1, "head": bid_bits, "tail": bid_bits})
+        x.ctab_t = data.StructLayout({"valid": 1, "head": bid_bits, "tail": bid_bits,
+                                      "count": self._count_bits, "cur_step": self._step_bits,
+                                      "cur_n": self._count_bits, "poisoned": 1})
         x.btab_t = data.StructLayout({"next": bid_bits, "has_next": 1,
                                       "fill": bits_for(self._bt), "far": 1,
                                       "slot": max(bid_bits, x.ns_bits)})
@@ -188,6 +201,20 @@ class KvMemoryManager(wiring.Component):
         m.submodules.nown = nown = memory.Memory(shape=x.nown_t, depth=self._near_slots,
                                                  init=[])
         x.ct_rd, x.ct_wr = ctab.read_port(), ctab.write_port()
+        # the last candidate list of each (layer, group): index -> cluster id
+        x.cl_lg = exact_log2(self._clusters)
+        m.submodules.cmap = cmap = memory.Memory(shape=max(1, x.cl_lg), depth=depth, init=[])
+        x.cm_rd, x.cm_wr = cmap.read_port(), cmap.write_port()
+        # the K rows of the token being stored, one per head of the group, for the HC update
+        x.kbeats = -(-self._head_dim // self._bus_bytes)
+        m.submodules.kbuf = kbuf = memory.Memory(shape=8 * self._bus_bytes,
+                                                 depth=self._hpg * x.kbeats, init=[])
+        x.kb_rd, x.kb_wr = kbuf.read_port(domain="comb"), kbuf.write_port()
+        ctx = self._layers * self._groups
+        x.n_clusters = Array(Signal(range(self._clusters + 1), name=f"n_clusters_{i}")
+                             for i in range(ctx))
+        x.n_cand = Array(Signal(range(self._clusters + 1), name=f"n_cand_{i}")
+                         for i in range(ctx))
         x.bt_rd, x.bt_wr = btab.read_port(), btab.write_port()
         x.tk_rd, x.tk_wr = toks.read_port(), toks.write_port()
         x.nw_rd, x.nw_wr = nown.read_port(), nown.write_port()
@@ -252,7 +279,7 @@ class KvMemoryManager(wiring.Component):
         ``end``."""
         a, p, o = self._axi, self.perf, self.o_kv
         d = x.rq_r
-        x.offload_data = Signal()          # the control moves R beats to W (an offload)
+        x.own_r = Signal()                 # the control takes R beats (offload, HC, CAND)
         x.r_drop = Signal()
         x.r_i = Signal(9)                  # beat within the head descriptor's burst
         out_valid, out_data = Signal(), Signal(8 * self._bus_bytes)
@@ -272,7 +299,7 @@ class KvMemoryManager(wiring.Component):
         x.r_err = Signal()                 # this cycle a fetch beat answered an error
         x.r_err_addr = Signal(self._addr_bits)
         m.d.comb += x.r_err_addr.eq(d.addr + (x.r_i << x.bus_lg))
-        with m.If(~x.offload_data & x.rq.r_rdy):
+        with m.If(~x.own_r & x.rq.r_rdy):
             with m.If(d.end):
                 with m.If(can_load):
                     m.d.comb += x.rq.r_en.eq(1)
@@ -380,11 +407,24 @@ class KvMemoryManager(wiring.Component):
         c.fetch_err = Signal()
         c.drain = Signal(range(self._hpg * self.beats_per_token + 1))
         c.init_i = Signal(range(max(x.ctab_depth, self._near_slots) + 1))
+        c.ci = Signal(range(self._clusters + 1))        # CAND: the cluster id visited
+        c.ncand = Signal(range(self._clusters + 1))     # CAND: candidates so far
+        c.cand_mode = Signal()                          # the cluster table read by c.ci
+        c.cm_addr = Signal(max(1, ceil_log2(x.ctab_depth)))
+        c.hb = Signal(range(self.beats_per_token + 1))  # STORE: beat within a head's slot
+        c.hi = Signal(range(4 * self._head_dim // self._bus_bytes + 1))  # beat of a head's sums
+        c.h_err = Signal()
+        c.h_err_addr = Signal(self._addr_bits)
+        c.h_err_resp = Signal(2)
+        c.ctx = Signal(range(self._layers * self._groups))
         x.c_err, x.c_code = Signal(), Signal(4)
         x.c_resp, x.c_addr = Signal(2), Signal(self._addr_bits)
         cmd = c.cmd
-        m.d.comb += [x.ct_rd.addr.eq(self._ctab_index(cmd)), x.bt_rd.addr.eq(c.bid),
-                     x.nw_rd.addr.eq(c.alloc_slot)]
+        m.d.comb += [c.ctx.eq(cmd.layer * self._groups + cmd.group),
+                     x.ct_rd.addr.eq(Mux(c.cand_mode, self._index(c.ctx, c.ci),
+                                         self._index(c.ctx, cmd.owner))),
+                     x.bt_rd.addr.eq(c.bid), x.nw_rd.addr.eq(c.alloc_slot),
+                     x.cm_rd.addr.eq(c.cm_addr)]
         c.max_burst = self.max_burst
         c.block_addr = lambda base, slot, j: base + ((slot * self._hpg + j) << x.bb_lg)
         with m.FSM(init="INIT") as fsm:
@@ -394,15 +434,21 @@ class KvMemoryManager(wiring.Component):
             self._store_states(m, x, c)
             self._offload_states(m, x, c)
             self._write_states(m, x, c)
+            self._hc_states(m, x, c)
+            self._cand_states(m, x, c)
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | ~x.delivery_idle |
                                  (x.reads_out != 0) | (x.writes_out != 0))
         with m.If(self.busy):
             m.d.sync += bump(self.perf.busy)
 
     def _ctab_index(self, cmd):
+        return self._index(cmd.layer * self._groups + cmd.group, cmd.owner)
+
+    def _index(self, ctx, cluster):
+        """The cluster table's (and candidate map's) entry of ``cluster`` in context ``ctx``
+        (layer · groups + group)."""
         lg = exact_log2(self._clusters)
-        return Cat(cmd.owner[:lg], (cmd.layer * self._groups + cmd.group)) if lg else \
-            cmd.layer * self._groups + cmd.group
+        return Cat(cluster[:lg], ctx) if lg else ctx
 
     def _fail(self, m, x, code, resp=0, addr=0):
         m.d.comb += [x.c_err.eq(1), x.c_code.eq(code), x.c_resp.eq(resp), x.c_addr.eq(addr)]
@@ -414,7 +460,8 @@ class KvMemoryManager(wiring.Component):
                          x.nw_wr.addr.eq(c.init_i), x.nw_wr.data.eq(0),
                          x.nw_wr.en.eq(c.init_i < self._near_slots), x.v_reset.eq(1)]
             m.d.sync += [c.init_i.eq(c.init_i + 1), c.next_bid.eq(0), c.far_count.eq(0),
-                         c.alloc_slot.eq(0), c.fetch_drop.eq(0), c.fetch_err.eq(0)]
+                         c.alloc_slot.eq(0), c.fetch_drop.eq(0), c.fetch_err.eq(0),
+                         *[n.eq(0) for n in x.n_clusters], *[n.eq(0) for n in x.n_cand]]
             with m.If(c.init_i == max(x.ctab_depth, self._near_slots) - 1):
                 m.next = "IDLE"
 
@@ -426,10 +473,13 @@ class KvMemoryManager(wiring.Component):
                 m.d.sync += cmd.eq(i.payload)
                 m.next = "DECODE"
         with m.State("DECODE"):
-            bad_cmd = ((cmd.layer >= self._layers) | (cmd.group >= self._groups) |
-                       (cmd.head >= self._hpg) | (cmd.owner >= self._clusters) |
-                       (cmd.op == 3))
+            ctx_ok = (cmd.layer < self._layers) & (cmd.group < self._groups)
+            by_index = (cmd.op == self.FETCH) & cmd.by_index
+            bad_cmd = (~ctx_ok | (cmd.head >= self._hpg) | (cmd.op > self.CAND) |
+                       Mux(by_index, cmd.owner >= x.n_cand[c.ctx],
+                           cmd.owner >= self._clusters))
             bad_reg = ((self.near_base[:12] != 0) | (self.far_base[:12] != 0) |
+                       (self.hc_base[:12] != 0) |
                        (self.near_slots == 0) | (self.near_slots > self._near_slots) |
                        (self.max_burst == 0) | (self.max_burst > self._max_burst))
             with m.If(cmd.op == self.CLEAR):
@@ -446,10 +496,17 @@ class KvMemoryManager(wiring.Component):
                     with m.If(cmd.first):
                         m.d.sync += c.fetch_drop.eq(0)
                     m.next = "F_DONE"
+                with m.Elif(cmd.op == self.CAND):
+                    m.next = "C_BAD"
                 with m.Else():
                     m.next = "IDLE"
             with m.Elif(cmd.op == self.STORE):
                 m.next = "S_WAIT"
+            with m.Elif(cmd.op == self.CAND):
+                m.next = "C_WAIT"
+            with m.Elif(cmd.by_index):
+                m.d.sync += c.cm_addr.eq(self._index(c.ctx, cmd.owner))
+                m.next = "F_MAP"
             with m.Else():
                 m.next = "F_START"
         with m.State("DRAIN"):
@@ -461,6 +518,13 @@ class KvMemoryManager(wiring.Component):
 
     def _fetch_states(self, m, x, c):
         cmd, a, p = c.cmd, self._axi, self.perf
+        with m.State("F_MAP"):
+            m.next = "F_MAP2"
+        with m.State("F_MAP2"):
+            m.d.sync += cmd.owner.eq(x.cm_rd.data)
+            m.next = "F_MAP3"
+        with m.State("F_MAP3"):
+            m.next = "F_START"
         with m.State("F_START"):
             stale = x.seen[cmd.layer] & (cmd.version < x.newest[cmd.layer])
             drop = Mux(cmd.first, stale, c.fetch_drop)
@@ -526,7 +590,12 @@ class KvMemoryManager(wiring.Component):
             with m.If((x.reads_out == 0) & x.delivery_idle):
                 ct = x.ct_rd.data
                 m.d.sync += c.ct.eq(ct)
-                with m.If(ct.valid):
+                with m.If(ct.count == (1 << self._count_bits) - 1):
+                    self._fail(m, x, 11)
+                    m.d.sync += [bump(p.refused),
+                                 c.drain.eq(self._hpg * self.beats_per_token)]
+                    m.next = "DRAIN"
+                with m.Elif(ct.valid):
                     m.d.sync += c.bid.eq(ct.tail)
                     m.next = "S_TAIL"
                 with m.Else():
@@ -550,7 +619,11 @@ class KvMemoryManager(wiring.Component):
                 m.next = "S_ALLOC2"
         with m.State("S_ALLOC2"):
             nw = x.nw_rd.data
-            with m.If(nw.valid):
+            with m.If(nw.valid & (c.far_count >= self.far_slots)):
+                self._fail(m, x, 9)
+                m.d.sync += [bump(p.refused), c.drain.eq(self._hpg * self.beats_per_token)]
+                m.next = "DRAIN"
+            with m.Elif(nw.valid):
                 m.d.sync += [c.victim.eq(nw.bid), c.bid.eq(nw.bid)]
                 m.next = "S_VIC"
             with m.Else():
@@ -568,8 +641,11 @@ class KvMemoryManager(wiring.Component):
                          x.nw_wr.addr.eq(c.alloc_slot), x.nw_wr.en.eq(1),
                          x.nw_wr.data.valid.eq(1), x.nw_wr.data.bid.eq(nb),
                          x.ct_wr.addr.eq(self._ctab_index(cmd)), x.ct_wr.en.eq(1),
-                         x.ct_wr.data.valid.eq(1), x.ct_wr.data.tail.eq(nb),
+                         x.ct_wr.data.eq(c.ct), x.ct_wr.data.valid.eq(1),
+                         x.ct_wr.data.tail.eq(nb),
                          x.ct_wr.data.head.eq(Mux(c.ct.valid, c.ct.head, nb))]
+            m.d.sync += [c.ct.valid.eq(1), c.ct.tail.eq(nb),
+                         c.ct.head.eq(Mux(c.ct.valid, c.ct.head, nb))]
             last_slot = c.alloc_slot == self.near_slots - 1
             m.d.sync += [c.target.eq(nb), c.tslot.eq(c.alloc_slot), c.tfill.eq(0), c.j.eq(0),
                          c.next_bid.eq(c.next_bid + 1),
@@ -615,7 +691,7 @@ class KvMemoryManager(wiring.Component):
             with m.If(x.aw_go):
                 m.next = "O_DATA"
         with m.State("O_DATA"):
-            m.d.comb += [x.offload_data.eq(1), a("wvalid").eq(a("rvalid")),
+            m.d.comb += [x.own_r.eq(1), a("wvalid").eq(a("rvalid")),
                          a("wdata").eq(a("rdata")), a("wlast").eq(c.wi == c.wbeats - 1),
                          a("rready").eq(a("wready"))]
             with m.If(x.r_go):
@@ -664,7 +740,7 @@ class KvMemoryManager(wiring.Component):
         with m.State("S_W_SETUP"):
             m.d.sync += [c.addr.eq(c.block_addr(self.near_base, c.tslot, c.j) +
                                    (c.tfill << exact_log2(self.token_bytes))),
-                         c.rem.eq(self.beats_per_token)]
+                         c.rem.eq(self.beats_per_token), c.hb.eq(0)]
             with m.If(c.j == 0):
                 m.d.sync += x.b_err.eq(0)
             m.next = "S_AW"
@@ -677,10 +753,12 @@ class KvMemoryManager(wiring.Component):
                 m.next = "S_W"
         with m.State("S_W"):
             m.d.comb += [a("wvalid").eq(i.valid), a("wdata").eq(i.payload),
-                         a("wlast").eq(c.wi == c.wbeats - 1), i.ready.eq(a("wready"))]
+                         a("wlast").eq(c.wi == c.wbeats - 1), i.ready.eq(a("wready")),
+                         x.kb_wr.addr.eq(c.j * x.kbeats + c.hb), x.kb_wr.data.eq(i.payload),
+                         x.kb_wr.en.eq(x.w_go & (c.hb < x.kbeats))]
             with m.If(x.w_go):
                 self._count_beat(m, 0, write=True)
-                m.d.sync += c.wi.eq(c.wi + 1)
+                m.d.sync += [c.wi.eq(c.wi + 1), c.hb.eq(c.hb + 1)]
                 with m.If(c.wi == c.wbeats - 1):
                     m.d.sync += [c.addr.eq(c.addr + (c.wbeats << x.bus_lg)),
                                  c.rem.eq(c.rem - c.wbeats)]
@@ -697,11 +775,30 @@ class KvMemoryManager(wiring.Component):
                     self._fail(m, x, 5, x.b_err_resp, x.b_err_addr)
                     m.d.sync += [bump(p.refused), x.b_err.eq(0)]
                     m.next = "IDLE"
+                with m.Elif(c.ct.poisoned):
+                    m.next = "S_COMMIT"
                 with m.Else():
-                    m.d.comb += [x.tk_wr.addr.eq(Cat(c.tfill[:x.bt_lg], c.target)),
-                                 x.tk_wr.data.eq(cmd.token), x.tk_wr.en.eq(1)]
-                    m.d.sync += [c.bid.eq(c.target), bump(p.stored_tokens)]
-                    m.next = "S_C"
+                    m.d.sync += [c.j.eq(0), c.h_err.eq(0)]
+                    m.next = "H_SETUP"
+        with m.State("S_COMMIT"):
+            # the token's slot and the cluster's count (or its poisoning), then the fill
+            ctx = cmd.layer * self._groups + cmd.group
+            m.d.comb += [x.tk_wr.addr.eq(Cat(c.tfill[:x.bt_lg], c.target)),
+                         x.tk_wr.data.eq(cmd.token), x.tk_wr.en.eq(1),
+                         x.ct_wr.addr.eq(self._ctab_index(cmd)), x.ct_wr.en.eq(1),
+                         x.ct_wr.data.eq(c.ct)]
+            with m.If(c.h_err):
+                m.d.comb += x.ct_wr.data.poisoned.eq(1)
+            with m.Elif(~c.ct.poisoned):
+                same = c.ct.cur_step == cmd.step
+                m.d.comb += [x.ct_wr.data.count.eq(c.ct.count + 1),
+                             x.ct_wr.data.cur_step.eq(cmd.step),
+                             x.ct_wr.data.cur_n.eq(Mux(same & (c.ct.count != 0),
+                                                       c.ct.cur_n + 1, 1))]
+            with m.If(cmd.owner >= x.n_clusters[ctx]):
+                m.d.sync += x.n_clusters[ctx].eq(cmd.owner + 1)
+            m.d.sync += [c.bid.eq(c.target), bump(p.stored_tokens)]
+            m.next = "S_C"
         with m.State("S_C"):
             m.next = "S_C2"
         with m.State("S_C2"):
@@ -709,3 +806,187 @@ class KvMemoryManager(wiring.Component):
             m.d.comb += [x.bt_wr.addr.eq(c.bid), x.bt_wr.en.eq(1), x.bt_wr.data.eq(be),
                          x.bt_wr.data.fill.eq(be.fill + 1)]
             m.next = "IDLE"
+
+    def _hc_addr(self, m, x, c, head):
+        """The byte address of the sums of ``head`` in the command's cluster record."""
+        rec = self._hpg * 4 * self._head_dim
+        idx = Mux(c.cand_mode, self._index(c.ctx, c.ci), self._ctab_index(c.cmd))
+        return self.hc_base + idx * rec + head * (4 * self._head_dim)
+
+    def _k_lanes(self, x, c):
+        """The K values (sign-extended) of the sums beat ``c.hi`` of head ``c.j``."""
+        lanes = self._bus_bytes // 4
+        word = x.kb_rd.data.word_select(c.hi[:2], 8 * lanes)
+        return [word[8 * k:8 * k + 8].as_signed() for k in range(lanes)]
+
+    def _hc_states(self, m, x, c):
+        """Add the token's K rows to its cluster's sums in memory: per head, read the sums
+        (not for a first member), add, write back as the R beats arrive; the count and the
+        token's slot commit after every write answered (a failure poisons the cluster)."""
+        a, p = self._axi, self.perf
+        hbeats = 4 * self._head_dim // self._bus_bytes
+        lanes = self._bus_bytes // 4
+        first = c.ct.count == 0
+        m.d.comb += x.kb_rd.addr.eq(c.j * x.kbeats + (c.hi >> 2))
+        with m.State("H_SETUP"):
+            m.d.sync += [c.addr.eq(self._hc_addr(m, x, c, c.j)), c.rem.eq(hbeats),
+                         c.hi.eq(0)]
+            m.next = "H_PICK"
+        with m.State("H_PICK"):
+            with m.If(first):
+                m.next = "H_AW"
+            with m.Else():
+                m.next = "H_AR"
+        beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "h")
+        with m.State("H_AR"):
+            m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1), a("arvalid").eq(1)]
+            with m.If(x.ar_go):
+                m.next = "H_AW"
+        with m.State("H_AW"):
+            m.d.comb += [a("awaddr").eq(c.addr), a("awlen").eq(beats - 1),
+                         a("awvalid").eq(x.writes_out < self._max_writes)]
+            with m.If(x.aw_go):
+                m.d.sync += [c.wbeats.eq(beats), c.wi.eq(0)]
+                m.next = "H_DATA"
+        with m.State("H_DATA"):
+            k = self._k_lanes(x, c)
+            old = [a("rdata")[32 * i:32 * i + 32].as_signed() for i in range(lanes)]
+            new = Cat(*[Mux(first, k[i], old[i] + k[i])[:32] for i in range(lanes)])
+            m.d.comb += [a("wdata").eq(new), a("wlast").eq(c.wi == c.wbeats - 1),
+                         a("wvalid").eq(first | a("rvalid")),
+                         x.own_r.eq(~first), a("rready").eq(~first & a("wready"))]
+            with m.If(x.w_go):
+                m.d.sync += [c.wi.eq(c.wi + 1), c.hi.eq(c.hi + 1), bump(p.hc_write_beats)]
+                with m.If(~first):
+                    m.d.sync += bump(p.hc_read_beats)
+                    with m.If((a("rresp") != 0) & ~c.h_err):
+                        m.d.sync += [c.h_err.eq(1), c.h_err_resp.eq(a("rresp")),
+                                     c.h_err_addr.eq(c.addr + (c.wi << x.bus_lg)),
+                                     bump(p.bus_errors)]
+                with m.If(c.wi == c.wbeats - 1):
+                    m.d.sync += [c.addr.eq(c.addr + (c.wbeats << x.bus_lg)),
+                                 c.rem.eq(c.rem - c.wbeats)]
+                    with m.If(c.rem == c.wbeats):
+                        m.next = "H_NEXT"
+                    with m.Else():
+                        m.next = "H_PICK"
+        with m.State("H_NEXT"):
+            with m.If(c.j == self._hpg - 1):
+                m.next = "H_B"
+            with m.Else():
+                m.d.sync += c.j.eq(c.j + 1)
+                m.next = "H_SETUP"
+        with m.State("H_B"):
+            with m.If(x.writes_out == 0):
+                with m.If(c.h_err | x.b_err):
+                    self._fail(m, x, 10, Mux(c.h_err, c.h_err_resp, x.b_err_resp),
+                               Mux(c.h_err, c.h_err_addr, x.b_err_addr))
+                    m.d.sync += [c.h_err.eq(1), x.b_err.eq(0)]
+                m.next = "S_COMMIT"
+
+    def _cand_states(self, m, x, c):
+        """The candidate list of (layer, group) at ``step`` for one head: every cluster with
+        past members, in id order, with its representative key (``round_div(sum, count)``
+        by ``bus_bytes / 4`` restoring dividers, a quotient bit a cycle) and its past count,
+        on ``o_cand``; closed by an ``end`` beat holding the number of candidates."""
+        a, p, cmd, o = self._axi, self.perf, c.cmd, self.o_cand
+        hbeats = 4 * self._head_dim // self._bus_bytes
+        lanes = self._bus_bytes // 4
+        cb = self._count_bits
+        cnt, past = Signal(cb), Signal(cb)
+        neg = [Signal(name=f"div_neg_{i}") for i in range(lanes)]
+        num = [Signal(26 + cb, name=f"div_num_{i}") for i in range(lanes)]
+        q = [Signal(9, name=f"div_q_{i}") for i in range(lanes)]
+        den = Signal(cb + 9)
+        dk = Signal(range(9))
+        cw = Signal(8 * self._bus_bytes)
+        word_first = Signal()
+        m.d.comb += [o.payload.data.eq(cw), o.payload.cluster.eq(c.ci),
+                     o.payload.count.eq(past), o.payload.first.eq(word_first)]
+        with m.State("C_WAIT"):
+            with m.If((x.reads_out == 0) & x.delivery_idle):
+                m.d.sync += [c.cand_mode.eq(1), c.ci.eq(0), c.ncand.eq(0), c.h_err.eq(0)]
+                m.next = "C_RD"
+        with m.State("C_RD"):
+            with m.If(c.ci == x.n_clusters[c.ctx]):
+                m.next = "C_END"
+            with m.Else():
+                m.next = "C_CHK"
+        with m.State("C_CHK"):
+            e = x.ct_rd.data
+            pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
+            with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0)):
+                m.d.sync += [cnt.eq(e.count), past.eq(pst), c.hi.eq(0), c.rem.eq(hbeats),
+                             c.addr.eq(self._hc_addr(m, x, c, cmd.head)), word_first.eq(1),
+                             cw.eq(0)]
+                m.next = "C_AR"
+            with m.Else():
+                m.d.sync += c.ci.eq(c.ci + 1)
+                m.next = "C_RD"
+        beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "c")
+        with m.State("C_AR"):
+            m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1), a("arvalid").eq(1)]
+            with m.If(x.ar_go):
+                m.d.sync += [c.wbeats.eq(beats), c.wi.eq(0)]
+                m.next = "C_R"
+        with m.State("C_R"):
+            m.d.comb += [x.own_r.eq(1), a("rready").eq(1)]
+            with m.If(x.r_go):
+                m.d.sync += [den.eq(cnt << 8), dk.eq(0), bump(p.hc_read_beats)]
+                for i in range(lanes):
+                    s = a("rdata")[32 * i:32 * i + 32].as_signed()
+                    m.d.sync += [neg[i].eq(s < 0), q[i].eq(0),
+                                 num[i].eq((Mux(s < 0, -s, s) << 1) + cnt)]
+                with m.If((a("rresp") != 0) & ~c.h_err):
+                    self._fail(m, x, 12, a("rresp"), c.addr + (c.wi << x.bus_lg))
+                    m.d.sync += [c.h_err.eq(1), bump(p.bus_errors)]
+                m.next = "C_DIV"
+        with m.State("C_DIV"):
+            # restoring division by 2·count: den starts at (2·count) << 7
+            for i in range(lanes):
+                ge = num[i] >= den
+                m.d.sync += [num[i].eq(Mux(ge, num[i] - den, num[i])), q[i].eq(Cat(ge, q[i]))]
+            m.d.sync += [den.eq(den >> 1), dk.eq(dk + 1)]
+            with m.If(dk == 7):
+                m.next = "C_PUT"
+        with m.State("C_PUT"):
+            vals = []
+            for i in range(lanes):
+                v = Mux(neg[i], Mux(q[i] > 128, -128, -q[i]), Mux(q[i] > 127, 127, q[i]))
+                vals.append(v[:8])
+            m.d.sync += [cw.word_select(c.hi[:2], 8 * lanes).eq(Cat(*vals)),
+                         c.hi.eq(c.hi + 1), c.wi.eq(c.wi + 1)]
+            with m.If((c.hi[:2] == 3) | (c.hi == hbeats - 1)):
+                m.next = "C_EMIT"
+            with m.Else():
+                m.next = "C_NEXT"
+        with m.State("C_EMIT"):
+            m.d.comb += o.valid.eq(1)
+            with m.If(o.ready):
+                m.d.sync += [word_first.eq(0), cw.eq(0)]
+                m.next = "C_NEXT"
+        with m.State("C_NEXT"):
+            with m.If(c.wi != c.wbeats):
+                m.next = "C_R"
+            with m.Elif(c.rem != c.wbeats):
+                m.d.sync += [c.addr.eq(c.addr + (c.wbeats << x.bus_lg)),
+                             c.rem.eq(c.rem - c.wbeats)]
+                m.next = "C_AR"
+            with m.Else():
+                m.d.comb += [x.cm_wr.addr.eq(self._index(c.ctx, c.ncand)),
+                             x.cm_wr.data.eq(c.ci), x.cm_wr.en.eq(1)]
+                m.d.sync += [c.ncand.eq(c.ncand + 1), c.ci.eq(c.ci + 1), bump(p.candidates)]
+                m.next = "C_RD"
+        with m.State("C_END"):
+            m.d.comb += [o.valid.eq(1), o.payload.end.eq(1), o.payload.first.eq(0),
+                         o.payload.data.eq(0), o.payload.cluster.eq(0),
+                         o.payload.count.eq(c.ncand), o.payload.error.eq(c.h_err)]
+            with m.If(o.ready):
+                m.d.sync += [x.n_cand[c.ctx].eq(c.ncand), c.cand_mode.eq(0)]
+                m.next = "IDLE"
+        with m.State("C_BAD"):
+            m.d.comb += [o.valid.eq(1), o.payload.end.eq(1), o.payload.first.eq(0),
+                         o.payload.data.eq(0), o.payload.cluster.eq(0),
+                         o.payload.count.eq(0), o.payload.error.eq(1)]
+            with m.If(o.ready):
+                m.next = "IDLE"

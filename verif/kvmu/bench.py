@@ -90,9 +90,11 @@ async def _trace(tb, probe, state, layout, steps, latency=50):
     fetched = run["fetched_clusters"]
     return {"layout": layout, "steps": steps, "latency": latency,
             "fetch_cycles": fetch_cycles, "read_bursts": run["read_bursts"],
+            "fetch_bursts": exp.counters["fetch_bursts"],
+            "offloaded_blocks": run["offloaded_blocks"],
             "read_beats": run["near_read_beats"] + run["far_read_beats"],
             "fetched_clusters": fetched, "delivered_tokens": run["delivered_tokens"],
-            "bursts_per_cluster": run["read_bursts"] / max(1, fetched),
+            "bursts_per_cluster": exp.counters["fetch_bursts"] / max(1, fetched),
             "blocks_per_cluster": _blocks_per_cluster(ops, cfg, regs),
             "stored_tokens": run["stored_tokens"], "cycles_total": run["busy"]}
 
@@ -182,9 +184,9 @@ def summary(r: dict) -> list[str]:
     for key, t in r["trace"].items():
         c, s = t["clusters"], t["scattered"]
         lines.append(f"trace (paper, {c['steps']} steps, {c['latency']}-cycle memory): fetches "
-                     f"take {c['fetch_cycles']} cycles in {c['read_bursts']} bursts with "
+                     f"take {c['fetch_cycles']} cycles in {c['fetch_bursts']} bursts with "
                      f"clusters ({c['bursts_per_cluster']:.2f} bursts, "
                      f"{c['blocks_per_cluster']:.2f} blocks a cluster), {s['fetch_cycles']} "
-                     f"cycles in {s['read_bursts']} bursts token-scattered: "
+                     f"cycles in {s['fetch_bursts']} bursts token-scattered: "
                      f"{t['speedup']:.2f}x")
     return lines

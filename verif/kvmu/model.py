@@ -31,14 +31,22 @@ from golden.kvmu import KvGeometry, KvmuReplay, cluster_tokens
 __all__ = ["geometry", "registers", "random_rows", "trace_rows", "synthetic_ops", "trace_ops",
            "Expected", "expect", "cmd_beats", "data_beats", "refused", "STORE", "FETCH", "CLEAR"]
 
-STORE, FETCH, CLEAR = 0, 1, 2
+STORE, FETCH, CLEAR, CAND = 0, 1, 2, 3
 RESP = {"SLVERR": 2, "DECERR": 3}
 
 
-def registers(cfg, *, near_slots=None, max_burst=None, near_base=0, far_base=None) -> dict:
-    """The KVMU's run-time registers: the Config's, with a smaller near ring (to spill) or
-    burst if given."""
+def registers(cfg, *, near_slots=None, max_burst=None, near_base=0, far_base=None,
+              far_slots=None, hc_base=None) -> dict:
+    """The KVMU's run-time registers: the Config's, with a smaller near ring (to spill), far
+    tier or burst if given; a far tier moved elsewhere takes the HC table with it (at twice
+    its base)."""
     r = dict(cfg.block_registers("kvmu"))
+    if far_base is not None:
+        r["hc_base"] = 2 * far_base
+    if hc_base is not None:
+        r["hc_base"] = hc_base
+    if far_slots is not None:
+        r["far_slots"] = far_slots
     if near_slots is not None:
         r["near_slots"] = near_slots
     if max_burst is not None:
@@ -55,7 +63,9 @@ def geometry(cfg, regs: dict) -> KvGeometry:
                       heads_per_group=hpg, near_blocks=regs["near_slots"] * hpg,
                       near_base=regs["near_base"], far_base=regs["far_base"],
                       bus_bytes=cfg.kvmu_bus_bytes, max_burst_beats=regs["max_burst"],
-                      max_blocks=cfg.kvmu_blocks)
+                      max_blocks=cfg.kvmu_blocks, far_blocks=regs["far_slots"],
+                      hc_base=regs["hc_base"], groups=cfg.hash_groups,
+                      clusters=cfg.kvmu_clusters, count_bits=cfg.count_bits)
 
 
 def random_rows(seed: int, token_bytes: int):
@@ -75,10 +85,12 @@ def trace_rows(qt):
 
 
 def synthetic_ops(cfg, rng, *, steps: int, tokens: int, new_cluster: float = 0.3,
-                  select: float = 0.5, max_owner: int | None = None):
-    """A stream as the core issues it: per step and layer, the versions announced, a fetch
-    per KV head of a random subset of the clusters holding stored tokens (ascending ids),
-    then the step's tokens stored, each joining a random existing cluster or opening one."""
+                  select: float = 0.5, max_owner: int | None = None, cand: bool = True,
+                  by_index: bool = False):
+    """A stream as the core issues it: per step and layer, the versions announced, per KV
+    head the candidate list (``cand``) and a fetch of a random subset of the clusters
+    holding stored tokens (ascending; named by candidate index with ``by_index``), then the
+    step's tokens stored, each joining a random existing cluster or opening one."""
     L, G, hpg = cfg.n_layers, cfg.hash_groups, cfg.heads_per_group
     limit = max_owner if max_owner is not None else cfg.kvmu_clusters
     ops, n_open = [], np.zeros((L, G), int)
@@ -90,9 +102,12 @@ def synthetic_ops(cfg, rng, *, steps: int, tokens: int, new_cluster: float = 0.3
             for g in range(G):
                 have = list(range(n_open[l, g]))
                 for j in range(hpg):
+                    if cand or by_index:
+                        ops.append(("cand", l, g, j, s))
                     sel = sorted(o for o in have if rng.random() < select)
                     if sel:
-                        ops.append(("fetch", l, g, j, sel, version))
+                        ops.append(("fetch", l, g, j, sel, version,
+                                    dict(by_index=by_index)))
             for t in range(s * tokens, (s + 1) * tokens):
                 for g in range(G):
                     if n_open[l, g] == 0 or (rng.random() < new_cluster and
@@ -101,28 +116,33 @@ def synthetic_ops(cfg, rng, *, steps: int, tokens: int, new_cluster: float = 0.3
                         n_open[l, g] += 1
                     else:
                         owner = int(rng.integers(0, n_open[l, g]))
-                    ops.append(("store", l, g, owner, t))
+                    ops.append(("store", l, g, owner, t, s))
     return ops
 
 
 def trace_ops(preset: str, steps: int | None = None):
     """The bundled real trace under a preset, as the core will drive the KVMU: per step and
-    layer, the version, one fetch per KV head of the clusters the golden ReSV run selected
-    (ascending), then the step's non-sink tokens stored into their golden clusters. Returns
-    ``(ops, cfg, rows, selected)``: the config of the trace, its K/V rows and, for a
-    cross-check, per fetch the set of past tokens the golden run's mask selected (the KVMU
-    must deliver exactly these: every stored token of the selected clusters)."""
+    layer, the version; per KV head the candidate list (before the step's tokens join, as
+    the golden run scores) and one fetch of the clusters the golden ReSV run selected, named
+    by candidate index (the WTU's output); then the step's non-sink tokens stored into their
+    golden clusters. Returns ``(ops, cfg, rows, selected, scored)``: the config of the trace,
+    its K/V rows and, for cross-checks, per fetch the set of past tokens the golden run's
+    mask selected (the KVMU must deliver exactly these: every stored token of the selected
+    clusters) and per candidate list the golden run's own candidates (cluster ids, counts,
+    representative keys) as it scored them."""
     from golden.resv import run_resv
     from verif.lib.traces import bundled
     from vrex.config import Config
     tr, qt = bundled()
     cfg = Config.from_preset(preset, **tr.geometry())
-    run = run_resv(tr, qt, cfg, [cfg.th_r])
+    recorded = []
+    run = run_resv(tr, qt, cfg, [cfg.th_r], record_rows=recorded)
+    by_key = {(r["layer"], r["step"], r["head"]): r for r in recorded}
     masks = run.masks[cfg.th_r]
     bounds = tr.step_bounds()
     L, G, hpg = cfg.n_layers, cfg.hash_groups, cfg.heads_per_group
     S = tr.n_steps if steps is None else min(steps, tr.n_steps)
-    ops, version, selected = [], 0, []
+    ops, version, selected, scored = [], 0, [], []
     for s in range(S):
         a, b = int(bounds[s]), int(bounds[s + 1])
         for l in range(L):
@@ -130,17 +150,23 @@ def trace_ops(preset: str, steps: int | None = None):
             ops.append(("version", l, version))
             for h in range(cfg.n_kv_heads):
                 g, j = h // hpg, h % hpg
+                rec = by_key.get((l, s, h))
+                ops.append(("cand", l, g, j, s))
+                scored.append(None if rec is None else (
+                    [int(c) for c in rec["cluster"]], [int(n) for n in rec["count"]],
+                    np.asarray(rec["rep"], np.int8)))
                 sel = np.flatnonzero(masks[l, s, h, :a])
                 owners = sorted({int(run.cluster_of[l, g, t]) for t in sel})
                 if owners:
-                    ops.append(("fetch", l, g, j, owners, version))
+                    index = [int(np.searchsorted(rec["cluster"], o)) for o in owners]
+                    ops.append(("fetch", l, g, j, index, version, dict(by_index=True)))
                     selected.append({int(t) for t in sel})
             for t in range(a, b):
                 for g in range(G):
                     o = int(run.cluster_of[l, g, t])
                     if o >= 0:
-                        ops.append(("store", l, g, o, t))
-    return ops, cfg, trace_rows(qt), selected
+                        ops.append(("store", l, g, o, t, s))
+    return ops, cfg, trace_rows(qt), selected, scored
 
 
 @dataclass
@@ -151,126 +177,202 @@ class Expected:
     counters: dict
     first_error: tuple | None   # (code, resp, addr) of the first error
     faults: dict                # op index -> (channel "read"/"write", addr, resp)
-    stored: dict                # (layer, head, token) -> (addr, bytes) in memory at the end
+    stored: dict                # (layer, head, token) -> (addr, bytes) in memory at the end;
+                                # ("hc", layer, group, cluster, head) -> a record's sums
     fetched: list = field(default_factory=list)   # per fetch op: tokens delivered (a set)
+    cand: list = field(default_factory=list)      # every o_cand beat (dicts)
+    lists: list = field(default_factory=list)     # per cand op: [(cluster, past, rep)]
 
 
 def _bursts_bytes(bursts, tier, write):
     return sum(b.length for b in bursts if b.tier == tier and b.write == write)
 
 
-def expect(cfg, regs: dict, ops, rows) -> Expected:
-    """Replay ``ops`` on the golden KVMU model."""
-    try:
-        geo = geometry(cfg, regs)
-    except ValueError:          # registers out of range: every command must be refused
-        assert all(op[0] not in ("store", "fetch") for op in ops), \
-            "registers out of range: the operations must be refused ones (model.refused)"
-        geo = geometry(cfg, {**regs, "near_slots": 1, "max_burst": 1})
-    rp = KvmuReplay(geo)
-    hpg, bus = cfg.heads_per_group, cfg.kvmu_bus_bytes
-    bpt = 2 * cfg.head_dim // bus
-    kv, faults, fetched, first_error = [], {}, [], None
+def _keys(cfg, rows, l, g, t):
+    """The K rows of a token's group, int8 [heads_per_group, head_dim]."""
+    hpg, d = cfg.heads_per_group, cfg.head_dim
+    return np.stack([np.frombuffer(rows(l, g * hpg + j, t)[:d], np.int8)
+                     for j in range(hpg)])
 
-    def error(code, resp=0, addr=0):
-        nonlocal first_error
-        if first_error is None:
-            first_error = (code, resp, addr)
 
-    for k, op in enumerate(ops):
+class Replay:
+    """The golden replay of a scenario, op by op (:func:`expect` runs it whole; a test can
+    step it to find the op it wants to make fail)."""
+
+    def __init__(self, cfg, regs: dict, rows):
+        try:
+            geo = geometry(cfg, regs)
+        except ValueError:          # registers out of range: every command must be refused
+            geo = geometry(cfg, {**regs, "near_slots": 1, "max_burst": 1})
+            self.refusing = True
+        else:
+            self.refusing = False
+        self.cfg, self.geo, self.rows = cfg, geo, rows
+        self.rp = KvmuReplay(geo)
+        self.kv, self.cand, self.faults, self.fetched = [], [], {}, []
+        self.lists = []                         # per cand op: [(cluster, past, rep)]
+        self.first_error, self.fetch_bursts = None, 0
+
+    def error(self, code, resp=0, addr=0):
+        if self.first_error is None:
+            self.first_error = (code, resp, addr)
+
+    def apply(self, k, op):
+        rp, cfg, rows = self.rp, self.cfg, self.rows
+        hpg, bus = cfg.heads_per_group, cfg.kvmu_bus_bytes
+        bpt = 2 * cfg.head_dim // bus
         kind, opt = op[0], (op[-1] if isinstance(op[-1], dict) else {})
+        assert not (self.refusing and kind in ("store", "fetch", "cand")), \
+            "registers out of range: the operations must be refused ones (model.refused)"
         if kind == "version":
             if not rp.version(op[1], op[2]):
-                error(8)
+                self.error(8)
         elif kind == "clear":
             rp.clear()
         elif kind == "bad":
             rp.counters["refused"] += 1
-            error(opt.get("code", 1))
+            self.error(opt.get("code", 1))
             if op[1].get("op") == FETCH and op[1].get("last"):
-                kv.append(dict(data=0, token=0, first=0, end=1, stale=0, error=1))
+                self.kv.append(dict(data=0, token=0, first=0, end=1, stale=0, error=1))
+            if op[1].get("op") == CAND:
+                self.cand.append(dict(data=0, cluster=0, count=0, first=0, end=1, error=1))
         elif kind == "store":
-            _, l, g, owner, t = op[:5]
-            fail = opt.get("fail")
-            resp = RESP[opt.get("resp", "SLVERR")]
-            n_ar, n_aw = len(rp.ar), len(rp.aw)
-            gfail = {"write": "write", "offload_read": "offload",
-                     "offload_write": "offload"}.get(fail)
-            before = len(rp.mem.blocks)
-            ok = rp.store(l, g, owner, t, fail=gfail)
-            if fail == "write":
-                faults[k] = ("write", rp.aw[n_aw].addr, resp)
-                error(5, resp, rp.aw[n_aw].addr)
-            elif fail == "offload_read":
-                faults[k] = ("read", rp.ar[n_ar].addr, resp)
-                error(6, resp, rp.ar[n_ar].addr)
-            elif fail == "offload_write":
-                faults[k] = ("write", rp.aw[n_aw].addr, resp)
-                error(7, resp, rp.aw[n_aw].addr)
-            elif not ok:
-                assert len(rp.mem.blocks) == before == geo.max_blocks
-                error(3)
+            self._store(k, op, opt)
         elif kind == "fetch":
-            _, l, g, j, owners, version = op[:6]
-            fail = opt.get("fail")
-            n_ar, n_kv = len(rp.ar), len(kv)
-            toks = []
-            for i, o in enumerate(owners):
-                got = rp.fetch(l, g, j, o, version, i == 0, i == len(owners) - 1)
-                toks += got
-                h = g * hpg + j
-                for t in got:
-                    data = rows(l, h, t)
-                    for b in range(bpt):
-                        kv.append(dict(data=int.from_bytes(data[b * bus:(b + 1) * bus],
-                                                           "little"),
-                                       token=t, first=int(b == 0), end=0, stale=0, error=0))
-            end = rp.delivered[-1]
-            if fail == "read":
-                resp = RESP[opt.get("resp", "SLVERR")]
-                at = opt.get("beat", 1)           # the failing beat of the fetch
-                addrs = [b.addr + i * bus for b in rp.ar[n_ar:]
-                         for i in range(b.length // bus)]
-                faults[k] = ("read", addrs[at], resp)
-                error(4, resp, addrs[at])
-                del kv[n_kv + at:]
-                rp.counters["delivered_tokens"] -= len(toks) - (at + bpt - 1) // bpt
-                kv.append(dict(data=0, token=0, first=0, end=1, stale=0, error=1))
-            else:
-                kv.append(dict(data=0, token=0, first=0, end=1, stale=int(end[1]), error=0))
-            fetched.append(set(toks))
-            if opt.get("newer_during") is not None:
-                if not rp.version(l, opt["newer_during"]):
-                    error(8)
+            self._fetch(k, op, opt, bus, bpt, hpg)
+        elif kind == "cand":
+            _, l, g, j, step = op[:5]
+            got = rp.candidates(l, g, j, step)
+            self.lists.append(got)
+            d = cfg.head_dim
+            for c, past, rep in got:
+                raw = rep.tobytes()
+                for w in range(0, d, bus):
+                    self.cand.append(dict(data=int.from_bytes(raw[w:w + bus], "little"),
+                                          cluster=c, count=past, first=int(w == 0), end=0,
+                                          error=0))
+            self.cand.append(dict(data=0, cluster=0, count=len(got), first=0, end=1, error=0))
+            rp.counters["candidates"] = rp.counters.get("candidates", 0) + len(got)
         else:
             raise ValueError(f"unknown operation {kind!r}")
-    c = dict(rp.counters)
-    ar = [(b.addr, b.length) for b in rp.ar]
-    aw = [(b.addr, b.length) for b in rp.aw]
-    for tier in ("near", "far"):
-        for d, lst in (("read", rp.ar), ("write", rp.aw)):
-            n = _bursts_bytes(lst, tier, d == "write")
-            c[f"{tier}_{d}_bytes"], c[f"{tier}_{d}_beats"] = n, n // bus
-    c["read_bursts"], c["write_bursts"] = len(ar), len(aw)
-    stored = {}
-    for (l, g, t), _ in rp.mem.where.items():
-        for j in range(hpg):
-            _, ka, _ = rp.mem.address(None, l, g * hpg + j, t)
-            stored[(l, g * hpg + j, t)] = (ka, rows(l, g * hpg + j, t))
-    return Expected(ar, aw, kv, c, first_error, faults, stored, fetched)
+
+    def _store(self, k, op, opt):
+        rp = self.rp
+        _, l, g, owner, t, step = op[:6]
+        fail = opt.get("fail")
+        resp = RESP[opt.get("resp", "SLVERR")]
+        n_ar, n_aw = len(rp.ar), len(rp.aw)
+        gfail = {"write": "write", "offload_read": "offload", "offload_write": "offload",
+                 "hc_read": "hc", "hc_write": "hc"}.get(fail)
+        if fail == "hc_read":
+            rec = rp.hc.get((l, g, owner))
+            assert rec is not None and rec.count > 0, "hc_read needs a cluster with members"
+        why = rp.store(l, g, owner, t, fail=gfail, keys=_keys(self.cfg, self.rows, l, g, t),
+                       step=step)
+        hc_ar = [b for b in rp.ar[n_ar:] if b.tier == "hc"]
+        hc_aw = [b for b in rp.aw[n_aw:] if b.tier == "hc"]
+        where = {"write": ("write", rp.aw[n_aw] if len(rp.aw) > n_aw else None, 5),
+                 "offload_read": ("read", rp.ar[n_ar] if len(rp.ar) > n_ar else None, 6),
+                 "offload_write": ("write", rp.aw[n_aw] if len(rp.aw) > n_aw else None, 7),
+                 "hc_read": ("read", hc_ar[0] if hc_ar else None, 10),
+                 "hc_write": ("write", hc_aw[0] if hc_aw else None, 10)}
+        if fail is not None:
+            ch, burst, code = where[fail]
+            assert burst is not None, f"store {k} makes no transfer to fail ({fail})"
+            self.faults[k] = (ch, burst.addr, resp)
+            self.error(code, resp, burst.addr)
+        elif why is not None:
+            self.error({"blocks": 3, "far": 9, "count": 11}[why])
+
+    def _fetch(self, k, op, opt, bus, bpt, hpg):
+        rp, rows = self.rp, self.rows
+        _, l, g, j, owners, version = op[:6]
+        if opt.get("by_index"):
+            owners = [rp.cand[(l, g)][i] for i in owners]
+        fail = opt.get("fail")
+        n_ar, n_kv = len(rp.ar), len(self.kv)
+        toks = []
+        for i, o in enumerate(owners):
+            got = rp.fetch(l, g, j, o, version, i == 0, i == len(owners) - 1)
+            toks += got
+            h = g * hpg + j
+            for t in got:
+                data = rows(l, h, t)
+                for b in range(bpt):
+                    self.kv.append(dict(data=int.from_bytes(data[b * bus:(b + 1) * bus],
+                                                            "little"),
+                                        token=t, first=int(b == 0), end=0, stale=0, error=0))
+        end = rp.delivered[-1]
+        if fail == "read":
+            resp = RESP[opt.get("resp", "SLVERR")]
+            at = opt.get("beat", 1)           # the failing beat of the fetch
+            addrs = [b.addr + i * bus for b in rp.ar[n_ar:] for i in range(b.length // bus)]
+            self.faults[k] = ("read", addrs[at], resp)
+            self.error(4, resp, addrs[at])
+            del self.kv[n_kv + at:]
+            rp.counters["delivered_tokens"] -= len(toks) - (at + bpt - 1) // bpt
+            self.kv.append(dict(data=0, token=0, first=0, end=1, stale=0, error=1))
+        else:
+            self.kv.append(dict(data=0, token=0, first=0, end=1, stale=int(end[1]), error=0))
+        self.fetched.append(set(toks))
+        self.fetch_bursts += len(rp.ar) - n_ar
+        if opt.get("newer_during") is not None:
+            if not rp.version(l, opt["newer_during"]):
+                self.error(8)
+
+    def result(self) -> "Expected":
+        rp, cfg, rows, geo = self.rp, self.cfg, self.rows, self.geo
+        hpg, bus = cfg.heads_per_group, cfg.kvmu_bus_bytes
+        c = dict(rp.counters)
+        c.setdefault("candidates", 0)
+        ar = [(b.addr, b.length) for b in rp.ar]
+        aw = [(b.addr, b.length) for b in rp.aw]
+        for tier in ("near", "far"):
+            for d, lst in (("read", rp.ar), ("write", rp.aw)):
+                n = _bursts_bytes(lst, tier, d == "write")
+                c[f"{tier}_{d}_bytes"], c[f"{tier}_{d}_beats"] = n, n // bus
+        c["hc_read_beats"] = _bursts_bytes(rp.ar, "hc", False) // bus
+        c["hc_write_beats"] = _bursts_bytes(rp.aw, "hc", True) // bus
+        c["read_bursts"], c["write_bursts"] = len(ar), len(aw)
+        c["fetch_bursts"] = self.fetch_bursts   # the read bursts of fetches
+        stored = {}
+        for (l, g, t), _ in rp.mem.where.items():
+            for j in range(hpg):
+                _, ka, _ = rp.mem.address(None, l, g * hpg + j, t)
+                stored[(l, g * hpg + j, t)] = (ka, rows(l, g * hpg + j, t))
+        for (l, g, cl), rec in rp.hc.items():
+            if rec.count and not rec.poisoned:
+                for j in range(hpg):
+                    stored[("hc", l, g, cl, j)] = (geo.hc_addr(l, g, cl, j),
+                                                   rec.sums[j].astype("<i4").tobytes())
+        return Expected(ar, aw, self.kv, c, self.first_error, self.faults, stored,
+                        self.fetched, self.cand, self.lists)
+
+
+def expect(cfg, regs: dict, ops, rows) -> Expected:
+    """Replay ``ops`` on the golden KVMU model."""
+    r = Replay(cfg, regs, rows)
+    for k, op in enumerate(ops):
+        r.apply(k, op)
+    return r.result()
 
 
 def cmd_beats(op) -> list:
     """The ``i_cmd`` beats of an operation."""
     kind = op[0]
+    opt = op[-1] if isinstance(op[-1], dict) else {}
     if kind == "store":
-        _, l, g, owner, t = op[:5]
-        return [dict(op=STORE, layer=l, group=g, head=0, owner=owner, token=t)]
+        _, l, g, owner, t, step = op[:6]
+        return [dict(op=STORE, layer=l, group=g, head=0, owner=owner, token=t, step=step)]
     if kind == "fetch":
         _, l, g, j, owners, version = op[:6]
         return [dict(op=FETCH, layer=l, group=g, head=j, owner=o, version=version,
-                     first=int(i == 0), last=int(i == len(owners) - 1))
+                     first=int(i == 0), last=int(i == len(owners) - 1),
+                     by_index=int(bool(opt.get("by_index"))))
                 for i, o in enumerate(owners)]
+    if kind == "cand":
+        _, l, g, j, step = op[:5]
+        return [dict(op=CAND, layer=l, group=g, head=j, step=step)]
     if kind == "clear":
         return [dict(op=CLEAR)]
     if kind == "bad":
@@ -283,7 +385,7 @@ def refused(ops) -> list:
     refused with error 2 (versions still announced)."""
     out = []
     for op in ops:
-        if op[0] in ("store", "fetch"):
+        if op[0] in ("store", "fetch", "cand"):
             out += [("bad", beat, dict(code=2)) for beat in cmd_beats(op)]
         else:
             out.append(op)
@@ -304,3 +406,32 @@ def data_beats(cfg, op, rows) -> list:
     if op[0] == "bad" and op[1].get("op") == STORE:
         return [0] * (hpg * 2 * cfg.head_dim // bus)
     return []
+
+
+def check_scored(exp: Expected, scored) -> int:
+    """Cross-check of a trace scenario's candidate lists (the replay's) against the golden
+    ReSV run's own, as it scored them: the same cluster ids, past counts and representative
+    keys. Returns the number of candidates compared."""
+    assert len(exp.lists) == len(scored)
+    n = 0
+    for k, (got, want) in enumerate(zip(exp.lists, scored)):
+        if want is None:
+            assert got == [], f"list {k}: {len(got)} candidates, the golden run had none"
+            continue
+        ids, counts, reps = want
+        assert [c for c, _, _ in got] == ids, f"list {k}: cluster ids differ"
+        assert [p for _, p, _ in got] == counts, f"list {k}: counts differ"
+        assert np.array_equal(np.stack([r for _, _, r in got]), reps), f"list {k}: keys differ"
+        n += len(ids)
+    return n
+
+
+def first_op(cfg, regs, ops, rows, want) -> int:
+    """The index of the first operation (past the first third of ``ops``) for which
+    ``want(replay, op)`` holds just before it is applied."""
+    r = Replay(cfg, regs, rows)
+    for k, op in enumerate(ops):
+        if k > len(ops) // 3 and want(r.rp, op):
+            return k
+        r.apply(k, op)
+    raise AssertionError("no such operation")

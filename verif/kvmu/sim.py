@@ -19,7 +19,8 @@ __all__ = ["run_sim", "run_refused", "COUNTERS"]
 COUNTERS = ("near_read_bytes", "near_read_beats", "near_write_bytes", "near_write_beats",
             "far_read_bytes", "far_read_beats", "far_write_bytes", "far_write_beats",
             "read_bursts", "write_bursts", "stored_tokens", "offloaded_blocks",
-            "fetched_clusters", "delivered_tokens", "stale_dropped", "refused")
+            "fetched_clusters", "delivered_tokens", "stale_dropped", "refused",
+            "hc_read_beats", "hc_write_beats", "candidates")
 
 
 def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
@@ -37,8 +38,9 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
     cmd_src, _ = crossing(cross, seed)
     data_src, _ = crossing(cross, seed + 2)
     _, kv_snk = crossing(cross, seed + 4)
-    state = {"sent": 0, "done": False}
-    got, info = [], {}
+    _, cand_snk = crossing(cross, seed + 6)
+    state = {"sent": 0, "done": False, "cand_done": False}
+    got, cands, info = [], [], {}
     cmd_layout = dut.i_cmd.payload.shape()
     kv_layout = dut.o_kv.payload.shape()
 
@@ -89,9 +91,22 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
                 await ctx.tick().until(dut.i_data.ready)
             ctx.set(dut.i_data.valid, 0)
 
+    async def cand_sink(ctx):
+        layout = dut.o_cand.payload.shape()
+        while len(cands) < len(exp.cand):
+            r = not next(cand_snk)
+            ctx.set(dut.o_cand.ready, r)
+            await ctx.delay(1e-9)
+            if r and ctx.get(dut.o_cand.valid):
+                cands.append(unpack(layout, ctx.get(dut.o_cand.payload.as_value())))
+            await ctx.tick()
+        ctx.set(dut.o_cand.ready, 1)
+        state["cand_done"] = True
+
     async def sink(ctx):
         cycle = 0
-        while len(got) < len(exp.kv) or not state["done"] or ctx.get(dut.busy):
+        while (len(got) < len(exp.kv) or not state["done"] or not state["cand_done"]
+               or ctx.get(dut.busy)):
             r = not next(kv_snk)
             ctx.set(dut.o_kv.ready, r)
             await ctx.delay(1e-9)
@@ -106,6 +121,7 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
         for _ in range(8):
             await ctx.delay(1e-9)
             assert not ctx.get(dut.o_kv.valid), "an extra o_kv beat"
+            assert not ctx.get(dut.o_cand.valid), "an extra o_cand beat"
             await ctx.tick()
         info.update(read_sim(ctx, dut))
         info.update({k: ctx.get(getattr(dut, k))
@@ -117,10 +133,11 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
     sim.add_testbench(commands)
     sim.add_testbench(data)
     sim.add_testbench(sink)
+    sim.add_testbench(cand_sink)
     sim.add_testbench(mem.reads, background=True)
     sim.add_testbench(mem.writes, background=True)
     sim.run()
-    check(exp, got, info, mem)
+    check(exp, got, info, mem, cands)
     return exp, info, mem
 
 
@@ -132,13 +149,14 @@ def run_refused(cfg, regs, ops, rows, **kw):
     return exp, info, mem
 
 
-def check(exp, got, info, mem):
-    """Every comparison with the golden replay, both tiers."""
+def check(exp, got, info, mem, cands):
+    """Every comparison with the golden replay (the Amaranth tier)."""
     compare([dict(addr=a, bytes=n) for a, n in mem.ar_log],
             [dict(addr=a, bytes=n) for a, n in exp.ar], what="read burst")
     compare([dict(addr=a, bytes=n) for a, n in mem.aw_log],
             [dict(addr=a, bytes=n) for a, n in exp.aw], what="write burst")
     compare(got, exp.kv, what="o_kv beat")
+    compare(cands, exp.cand, what="o_cand beat")
     compare_counters(info, {k: exp.counters[k] for k in COUNTERS if k in exp.counters})
     if exp.first_error is None:
         assert not info["error"], f"error {info['error_code']} raised, none expected"

@@ -4,13 +4,12 @@ cycles, back-pressure, bus pauses and latency, injected SLVERR/DECERR, in severa
 import numpy as np
 import pytest
 
-from golden.kvmu import KvmuReplay
 from rtl import KvMemoryManager
 from verif.lib.pauses import CROSSINGS
 from vrex.config import Config, ConfigError
 from vrex.rules import ParameterError
 
-from .model import geometry, random_rows, registers, synthetic_ops, trace_ops
+from .model import check_scored, first_op, random_rows, registers, synthetic_ops, trace_ops
 from .sim import run_refused, run_sim
 
 
@@ -61,39 +60,56 @@ def test_bus_latency_and_pauses(latency, bus_pause):
     run_sim(cfg, regs, ops, rows, cross="both", seed=7, latency=latency, bus_pause=bus_pause)
 
 
-def _first_store(cfg, regs, ops, *, offload: bool):
-    """The index of the first store that moves a block (or, without ``offload``, that
-    moves none)."""
-    rp = KvmuReplay(geometry(cfg, regs))
-    for k, op in enumerate(ops):
-        if op[0] == "store":
-            n = len(rp.mem.offloads)
-            rp.store(*op[1:5])
-            if (len(rp.mem.offloads) > n) == offload and k > len(ops) // 3:
-                return k
-        elif op[0] == "fetch":
-            for i, o in enumerate(op[4]):
-                rp.fetch(op[1], op[2], op[3], o, op[5], i == 0, i == len(op[4]) - 1)
-        elif op[0] == "version":
-            rp.version(op[1], op[2])
-    raise AssertionError("no such store")
+def _first_store(cfg, regs, ops, rows, *, offload: bool):
+    """The index of the first store (past a third of ``ops``) that moves a block (or, without
+    ``offload``, that moves none)."""
+    def want(rp, op):
+        if op[0] != "store":
+            return False
+        g = rp.mem.open.get(op[1:4][:2] + (op[3],))
+        full = g is None or len(rp.mem.blocks[g].tokens) == rp.geo.block_tokens or \
+            rp.mem.blocks[g].far_slot is not None
+        moves = full and len(rp.mem.near) == rp.geo.near_slots
+        return moves == offload
+    return first_op(cfg, regs, ops, rows, want)
 
 
-@pytest.mark.parametrize("resp", ["SLVERR", "DECERR"])
-@pytest.mark.parametrize("fail", ["write", "offload_read", "offload_write", "read"])
-def test_bus_errors(fail, resp):
-    """An error answer on one transfer: the sticky error names the operation, response and
-    address; the command ends cleanly (a failed store stores nothing, a failed offload
-    leaves the block near, a failed fetch closes with an error marker); the stream goes on
-    and the memory stays consistent with the block table (every later fetch exact)."""
-    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=3, steps=4)
+def _first_hc_read(cfg, regs, ops, rows):
+    """The first store whose cluster already has members (its sums are read)."""
+    def want(rp, op):
+        rec = rp.hc.get(op[1:4]) if op[0] == "store" else None
+        return rec is not None and rec.count > 0 and not rec.poisoned
+    return first_op(cfg, regs, ops, rows, want)
+
+
+FAILS = ["write", "offload_read", "offload_write", "read", "hc_read", "hc_write"]
+
+
+def with_fault(cfg, regs, ops, rows, fail, resp):
+    """``ops`` with one transfer of the named kind answering ``resp``."""
+    ops = list(ops)
     if fail == "read":
         k = next(i for i, op in enumerate(ops)
                  if op[0] == "fetch" and len(op[4]) > 1 and i > len(ops) // 3)
-        ops[k] = (*ops[k], dict(fail="read", beat=3, resp=resp))
+        ops[k] = (*ops[k][:6], dict(fail="read", beat=3, resp=resp))
     else:
-        k = _first_store(cfg, regs, ops, offload=fail != "write")
+        k = (_first_hc_read(cfg, regs, ops, rows) if fail == "hc_read" else
+             _first_store(cfg, regs, ops, rows, offload=fail.startswith("offload")))
         ops[k] = (*ops[k], dict(fail=fail, resp=resp))
+    return ops
+
+
+@pytest.mark.parametrize("resp", ["SLVERR", "DECERR"])
+@pytest.mark.parametrize("fail", FAILS)
+def test_bus_errors(fail, resp):
+    """An error answer on one transfer: the sticky error names the operation, response and
+    address; the command ends cleanly (a failed store stores nothing, a failed offload
+    leaves the block near, a failed fetch closes with an error marker, a failed update of
+    the sums poisons the cluster: never a candidate again, its KV still stored); the stream
+    goes on and the memory stays consistent with the tables (every later fetch and
+    candidate list exact)."""
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=3, steps=4)
+    ops = with_fault(cfg, regs, ops, rows, fail, resp)
     exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=11, bus_pause=0.2)
     assert info["bus_errors"] >= 1 and info["error"]
 
@@ -122,9 +138,11 @@ def test_version_backwards_and_bad_commands():
         ("bad", dict(op=0, layer=0, group=1, token=999)),
         ("bad", dict(op=0, layer=0, owner=16, token=999)),
         ("bad", dict(op=1, layer=0, head=3, first=1, last=1)),
-        ("bad", dict(op=3, layer=0))] + ops[20:]
+        ("bad", dict(op=1, layer=0, owner=15, by_index=1, first=1, last=1)),
+        ("bad", dict(op=3, layer=3)),
+        ("bad", dict(op=5, layer=0))] + ops[20:]
     exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=2)
-    assert info["refused"] == 5 and info["error_code"] == 8
+    assert info["refused"] == 7 and info["error_code"] == 8
 
 
 def test_block_table_full():
@@ -138,6 +156,16 @@ def test_block_table_full():
     assert exp.first_error[0] == 3 and info["refused"] > 0
 
 
+def test_far_tier_full():
+    """Past ``far_slots`` moved blocks the far tier is full: a store that would move one more
+    is refused (error 9, its data consumed); everything stored stays fetchable."""
+    cfg = small()
+    regs = registers(cfg, near_slots=3, max_burst=16, far_base=1 << 24, far_slots=4)
+    ops = synthetic_ops(cfg, np.random.default_rng(16), steps=3, tokens=6)
+    exp, info, _ = run_sim(cfg, regs, ops, random_rows(16, 32), cross="both", seed=5)
+    assert exp.first_error[0] == 9 and exp.counters["offloaded_blocks"] == 4
+
+
 @pytest.mark.parametrize("field, value", [("near_base", 0x100), ("far_base", 0x1000800),
                                           ("near_slots", 0), ("max_burst", 0),
                                           ("max_burst", 257)])
@@ -146,6 +174,40 @@ def test_bad_registers(field, value):
     cfg, regs, ops, rows = setup("d16_bt16_g1", seed=7, steps=1)
     regs[field] = value
     run_refused(cfg, regs, ops, rows, cross="both", seed=9)
+
+
+@pytest.mark.parametrize("name", ["d16_bt16_g1", "d64_bt4_bus8_g3", "d8_bt2"])
+def test_candidates_and_fetch_by_index(name):
+    """Candidate lists (clusters with past members, in id order, their representative keys
+    by the exact divider and their past counts) before and after the step's tokens joined,
+    and fetches naming clusters by candidate index; sums in memory exact."""
+    cfg, r = SWEEP[name]
+    regs = registers(cfg, far_base=1 << 24, **r)
+    rng = np.random.default_rng(17)
+    ops = synthetic_ops(cfg, rng, steps=3, tokens=6, by_index=True)
+    ops += [("cand", 0, 0, 0, 2), ("cand", 1, 0, 0, 3)]     # after step 2's tokens joined
+    exp, info, _ = run_sim(cfg, regs, ops, random_rows(17, 2 * cfg.head_dim), cross="both",
+                           seed=8)
+    assert exp.counters["candidates"] > 0
+    # the list of layer 0 at step 2, after step 2's tokens joined, counts past members only
+    total, past = {}, {}
+    for op in ops:
+        if op[0] == "store" and op[1:3] == (0, 0):
+            total[op[3]] = total.get(op[3], 0) + 1
+            past[op[3]] = past.get(op[3], 0) + (op[5] < 2)
+    got = {c: p for c, p, _ in exp.lists[-2]}
+    assert got == {c: n for c, n in past.items() if n > 0}
+    assert any(got[c] < total[c] for c in got)
+
+
+def test_count_full():
+    """A cluster whose member count would overflow ``count_bits`` refuses the token (error
+    11, its data consumed)."""
+    cfg = small(count_bits=3)
+    regs = registers(cfg, near_slots=8, max_burst=16, far_base=1 << 24)
+    ops = [("store", 0, 0, 0, t, t // 4) for t in range(9)] + [("cand", 0, 0, 1, 3)]
+    exp, info, _ = run_sim(cfg, regs, ops, random_rows(18, 32), cross="both", seed=9)
+    assert exp.first_error[0] == 11 and info["stored_tokens"] == 7
 
 
 def test_clear():
@@ -158,13 +220,15 @@ def test_clear():
 @pytest.mark.parametrize("preset", ["paper", "tuned"])
 def test_trace(preset):
     """The bundled real trace's first steps (its K/V rows, its golden ReSV clusters and
-    selections) with a near tier of 24 logical blocks, so it spills: every fetch delivers
-    exactly the golden run's selected past tokens, in the replay's order."""
-    ops, cfg, rows, selected = trace_ops(preset, steps=3)
+    selections) with a near tier of 24 logical blocks, so it spills: every candidate list is
+    the golden run's own (ids, counts, representative keys as it scored them), every fetch
+    (by candidate index) delivers exactly the golden run's selected past tokens."""
+    ops, cfg, rows, selected, scored = trace_ops(preset, steps=3)
     cfg = cfg.replace(kvmu_clusters=512, kvmu_blocks=512)
     regs = registers(cfg, near_slots=24, far_base=1 << 26)
     exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=6)
     assert exp.fetched == selected
+    assert check_scored(exp, scored) > 0
     assert exp.counters["offloaded_blocks"] > 0
 
 
@@ -178,6 +242,7 @@ def test_trace(preset):
     (dict(head_dim=2), "head_dim must be at least 8"),
     (dict(addr_bits=16), "addr_bits (16) cannot address"),
     (dict(id_bits=3), "id_bits must be at least log2(clusters) (10)"),
+    (dict(count_bits=0), "count_bits must be a positive integer"),
 ])
 def test_bad_parameters(kw, msg):
     params = {**Config().block_params("kvmu"), **kw}
