@@ -55,7 +55,8 @@ class _Probe:
 
 
 def _prefetch_ops(clusters=8, tokens=64):
-    ops = [("store", 0, 0, c, c * tokens + t) for t in range(tokens) for c in range(clusters)]
+    ops = [("store", 0, 0, c, c * tokens + t, 0) for t in range(tokens)
+           for c in range(clusters)]
     return ops + [("version", 0, 1), ("fetch", 0, 0, 0, list(range(clusters)), 1)]
 
 
@@ -78,15 +79,16 @@ async def _trace(tb, probe, state, layout, steps, latency=50):
     cfg = tb.cfg
     state["latency"] = latency
     await tb.reset()
-    ops, tcfg, rows, selected = trace_ops("paper", steps=steps)
-    if layout == "scattered":
+    ops, tcfg, rows, selected, _ = trace_ops("paper", steps=steps)
+    if layout == "scattered":           # no clusters: no candidate lists, tokens by id
         sel = iter(selected)
         ops = [("fetch", *op[1:4], sorted(next(sel)), op[5]) if op[0] == "fetch" else
-               (("store", op[1], op[2], op[4], op[4]) if op[0] == "store" else op)
-               for op in ops]
+               (("store", op[1], op[2], op[4], op[4], op[5]) if op[0] == "store" else op)
+               for op in ops if op[0] != "cand"]
     regs = registers(cfg)
     exp, run = await tb.run(ops, rows, regs)
     fetch_cycles = _fetch_cycles(tb, ops, exp)
+    blocks = _blocks_per_cluster(ops, cfg, regs, rows)
     fetched = run["fetched_clusters"]
     return {"layout": layout, "steps": steps, "latency": latency,
             "fetch_cycles": fetch_cycles, "read_bursts": run["read_bursts"],
@@ -95,7 +97,7 @@ async def _trace(tb, probe, state, layout, steps, latency=50):
             "read_beats": run["near_read_beats"] + run["far_read_beats"],
             "fetched_clusters": fetched, "delivered_tokens": run["delivered_tokens"],
             "bursts_per_cluster": exp.counters["fetch_bursts"] / max(1, fetched),
-            "blocks_per_cluster": _blocks_per_cluster(ops, cfg, regs),
+            "blocks_per_cluster": blocks, "candidates": run["candidates"],
             "stored_tokens": run["stored_tokens"], "cycles_total": run["busy"]}
 
 
@@ -126,20 +128,21 @@ def _cmds(op):
     return cmd_beats(op)
 
 
-def _blocks_per_cluster(ops, cfg, regs):
+def _blocks_per_cluster(ops, cfg, regs, rows):
     """Mean blocks a fetched cluster spans, from the golden replay."""
-    from golden.kvmu import KvmuReplay
-    from verif.kvmu.model import geometry
-    rp = KvmuReplay(geometry(cfg, regs))
+    from verif.kvmu.model import Replay
+    r = Replay(cfg, regs, rows)
     blocks, n = 0, 0
-    for op in ops:
-        if op[0] == "store":
-            rp.store(*op[1:5])
-        elif op[0] == "fetch":
-            for o in op[4]:
-                blocks += sum(1 for b in rp.mem.blocks
+    for k, op in enumerate(ops):
+        if op[0] == "fetch":
+            owners = op[4]
+            if isinstance(op[-1], dict) and op[-1].get("by_index"):
+                owners = [r.rp.cand[(op[1], op[2])][i] for i in owners]
+            for o in owners:
+                blocks += sum(1 for b in r.rp.mem.blocks
                               if (b.layer, b.group, b.owner) == (op[1], op[2], o) and b.tokens)
                 n += 1
+        r.apply(k, op)
     return blocks / max(1, n)
 
 

@@ -19,8 +19,8 @@ from cocotb.triggers import Event, ReadOnly, RisingEdge
 from cocotbext.axi import AxiBus, AxiRam, AxiResp
 
 from rtl import KvMemoryManager
-from verif.kvmu.model import cmd_beats, data_beats, expect, random_rows, registers, \
-    synthetic_ops, trace_ops
+from verif.kvmu.model import check_scored, cmd_beats, data_beats, expect, random_rows, \
+    registers, synthetic_ops, trace_ops
 from verif.kvmu.sim import COUNTERS
 from verif.lib.cocotb_tb import BlockTB, named
 from verif.lib.pauses import CROSSINGS, pause
@@ -124,7 +124,8 @@ class KvmuTB(BlockTB):
         super().__init__(dut, KvMemoryManager,
                          sources={"i_cmd": lambda b: b.i_cmd.payload.shape(),
                                   "i_data": lambda b: b.i_data.payload.shape()},
-                         sinks={"o_kv": lambda b: b.o_kv.payload.shape()})
+                         sinks={"o_kv": lambda b: b.o_kv.payload.shape(),
+                                "o_cand": lambda b: b.o_cand.payload.shape()})
         self.ram = FaultRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=size,
                             latency=latency)
         self.axi["ram"] = self.ram
@@ -176,7 +177,8 @@ class KvmuTB(BlockTB):
         data = [w for op in ops for w in data_beats(self.cfg, op, rows)]
         feed = cocotb.start_soon(self.source["i_data"].send(data))
         take = cocotb.start_soon(self.sink["o_kv"].take(len(exp.kv), timeout=timeout))
-        self.tasks = [feed, take]
+        take_c = cocotb.start_soon(self.sink["o_cand"].take(len(exp.cand), timeout=timeout))
+        self.tasks = [feed, take, take_c]
         for k, op in enumerate(ops):
             if op[0] == "version":
                 for _ in range(3):
@@ -197,9 +199,11 @@ class KvmuTB(BlockTB):
                 beats = beats[1:]
             await self.source["i_cmd"].send(beats)
         got = await take
+        cands = await take_c
         await feed
         await self.idle()
         await self.sink["o_kv"].expect_quiet(8)
+        await self.sink["o_cand"].expect_quiet(2)
         perf = await self.perf()
         run = {k: perf[k] - base[k] for k in perf}
         compare([dict(addr=a, bytes=n) for a, n in self.ar_log],
@@ -207,6 +211,7 @@ class KvmuTB(BlockTB):
         compare([dict(addr=a, bytes=n) for a, n in self.aw_log],
                 [dict(addr=a, bytes=n) for a, n in exp.aw], what="write burst")
         compare(got, exp.kv, what="o_kv beat")
+        compare(cands, exp.cand, what="o_cand beat")
         compare_counters(run, {k: exp.counters[k] for k in COUNTERS})
         d = self.dut
         if exp.first_error is None:
@@ -237,15 +242,15 @@ def _spill(cfg):
 @cocotb.test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def synthetic_stream(dut, crossing):
-    """A synthetic stream under the named crossing on the streams and random pauses on
-    every AXI channel."""
+    """A synthetic stream (candidate lists, fetches by index, stores with the sums' updates)
+    under the named crossing on the streams and random pauses on every AXI channel."""
     tb = KvmuTB(dut)
     tb.cross(crossing, seed=1)
     tb.ram.pause_all(0.0 if crossing == "none" else 0.3, seed=2)
     await tb.start()
     cfg = tb.cfg
     ops = synthetic_ops(cfg, np.random.default_rng(3), steps=3, tokens=5,
-                        max_owner=min(cfg.kvmu_clusters, 12))
+                        max_owner=min(cfg.kvmu_clusters, 12), by_index=True)
     exp, run = await tb.run(ops, random_rows(3, 2 * cfg.head_dim), _spill(cfg))
     assert run["offloaded_blocks"] > 0
 
@@ -265,12 +270,13 @@ async def random_latency(dut):
 
 
 @cocotb.test()
-@cocotb.parametrize(fail=named(["write", "offload_read", "offload_write", "read"]),
+@cocotb.parametrize(fail=named(["write", "offload_read", "offload_write", "read", "hc_read",
+                                "hc_write"]),
                     resp=named(["SLVERR", "DECERR"]))
 async def bus_errors(dut, fail, resp):
     """One transfer answered with an error: the sticky status names the operation, the
-    response and the address; the stream goes on; the memory matches the block table."""
-    from verif.kvmu.test_sim import _first_store
+    response and the address; the stream goes on; the memory matches the tables."""
+    from verif.kvmu.test_sim import with_fault
     tb = KvmuTB(dut)
     tb.cross("both", seed=8)
     tb.ram.pause_all(0.2, seed=9)
@@ -279,14 +285,8 @@ async def bus_errors(dut, fail, resp):
     regs = _spill(cfg)
     ops = synthetic_ops(cfg, np.random.default_rng(10), steps=4, tokens=5,
                         max_owner=min(cfg.kvmu_clusters, 12))
-    if fail == "read":
-        k = next(i for i, op in enumerate(ops)
-                 if op[0] == "fetch" and len(op[4]) > 1 and i > len(ops) // 3)
-        ops[k] = (*ops[k], dict(fail="read", beat=2, resp=resp))
-    else:
-        k = _first_store(cfg, regs, ops, offload=fail != "write")
-        ops[k] = (*ops[k], dict(fail=fail, resp=resp))
-    await tb.run(ops, random_rows(10, 2 * cfg.head_dim), regs)
+    rows = random_rows(10, 2 * cfg.head_dim)
+    await tb.run(with_fault(cfg, regs, ops, rows, fail, resp), rows, regs)
     await tb.clear_error()
     await ReadOnly()
     assert not int(dut.error.value), "clear left the error set"
@@ -345,15 +345,17 @@ async def reset_mid_burst(dut):
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace(dut, preset):
     """The bundled trace's first steps (its rows, golden clusters and selections), the near
-    tier spilling: every fetch delivers exactly the golden run's selected past tokens."""
+    tier spilling: every candidate list is the golden run's own (ids, counts, keys), every
+    fetch (by candidate index) delivers exactly the golden run's selected past tokens."""
     tb = KvmuTB(dut)
     tb.cross("both", seed=15)
     tb.ram.pause_all(0.1, seed=16)
     await tb.start()
     cfg = tb.cfg
-    ops, tcfg, rows, selected = trace_ops(preset, steps=4)
+    ops, tcfg, rows, selected, scored = trace_ops(preset, steps=4)
     assert (tcfg.n_layers, tcfg.n_kv_heads, tcfg.head_dim, tcfg.hash_groups) == \
         (cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, cfg.hash_groups), \
         "the trace test runs on builds of the trace's geometry (test_verilog.py)"
     exp, run = await tb.run(ops, rows, registers(cfg, near_slots=16, far_base=1 << 24))
     assert exp.fetched == selected and run["offloaded_blocks"] > 0
+    assert check_scored(exp, scored) > 0
