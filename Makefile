@@ -13,7 +13,7 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test sim golden verilog synth bench setup clean help
+.PHONY: all demo test soak sim golden verilog synth bench setup clean help
 
 all: demo
 
@@ -23,6 +23,7 @@ help:
 	@echo "make golden   [TRACE=path] every method on a trace -> build/golden/<trace>/"
 	@echo "make verilog  emit build/verilog/<block>.v for every block and lint it with Verilator"
 	@echo "make sim      RTL tests: Amaranth simulator and cocotb + Verilator"
+	@echo "make soak     long runs (whole traces, long streams with faults), not in make test"
 	@echo "make synth    Yosys + nextpnr reports -> build/synth/report.{json,md}"
 	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
 
@@ -65,6 +66,10 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q verif
+
+# the long runs kept out of `make test`: whole real traces, long streams with faults
+soak: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -q -m soak verif
 
 clean:
 	rm -rf build sim_build

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -58,11 +59,27 @@ def _cells(stat_path) -> dict:
     return d["design"]["num_cells_by_type"], d["design"]["num_cells"]
 
 
+_ZERO_INIT = re.compile(r"  initial begin\n(?:    [\w$\\.]+ ?\[\d+\] = \d+'h0+;\n)+  end\n")
+
+
+def drop_zero_meminit(path: Path) -> int:
+    """Remove the ``initial`` blocks that set every word of a memory to zero (Amaranth
+    writes one for each memory; the FPGAs' block and distributed RAMs power up zeroed, and
+    Yosys takes minutes over the blocks of a large memory). Returns how many were dropped;
+    memories with other contents (ROM tables) keep theirs."""
+    text = path.read_text()
+    new, n = _ZERO_INIT.subn("", text)
+    if n:
+        path.write_text(new)
+    return n
+
+
 def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_verilog(block, name, out)
-    write_verilog(PinWrapper(block), f"{name}_wrap", out)
+    for v in (write_verilog(block, name, out), write_verilog(PinWrapper(block),
+                                                            f"{name}_wrap", out)):
+        drop_zero_meminit(v)
     res = {"memory_bits": getattr(block, "memory_bits", 0), "seconds": {}}
 
     res["seconds"]["generic"] = _yosys(

@@ -106,6 +106,9 @@ REGISTERS = (
                                         "base bits 31:0"),
     Register("IO_BASE_HI", 0x074, "RW", "that window's base, bits 63:32"),
     Register("IO_SIZE", 0x078, "RW", "that window's size in bytes"),
+    Register("HC_BASE_LO", 0x080, "RW", "the HC table's sums (per cluster and head, int32), "
+                                        "base bits 31:0; 4 KB aligned"),
+    Register("HC_BASE_HI", 0x084, "RW", "that table's base, bits 63:32"),
 )
 
 # error codes (ERROR_CODE.code)
@@ -120,6 +123,10 @@ ERRORS = {
     "BUS_READ": (7, "SLVERR or DECERR on a read (ERROR_ADDR holds the address)"),
     "BUS_WRITE": (8, "SLVERR or DECERR on a write (ERROR_ADDR holds the address)"),
     "ENGINE_REFUSED": (9, "the attention engine refused a command the descriptor implied"),
+    "KV_TABLE_FULL": (10, "the KVMU's block table (kvmu_blocks) or far tier (FAR_BLOCKS) is "
+                          "full: a token was not stored"),
+    "KV_CLUSTER_LOST": (11, "an update of a cluster's sums failed: the cluster is no longer a "
+                            "candidate (its KV stays stored)"),
 }
 
 # the descriptor, word by word: (word, field, lsb, width, meaning)
@@ -176,7 +183,7 @@ def perf_registers(blocks: dict) -> list[Register]:
     return regs
 
 
-CORE_BLOCKS = ("hcu", "wtu", "attn")     # the blocks whose counters the core exposes
+CORE_BLOCKS = ("hcu", "wtu", "attn", "kvmu")   # the blocks whose counters the core exposes
 
 
 def core_blocks() -> dict:

@@ -31,7 +31,8 @@ SWEEP = {
 }
 
 
-STREAM = {"d128_bt32_4k": dict(tokens=14, new_cluster=0.1, steps=4)}
+STREAM = {"d128_bt32_4k": dict(tokens=14, new_cluster=0.1, steps=3),
+          "d64_bt4_bus8_g3": dict(tokens=4)}
 
 
 def setup(name, seed=1, steps=3, tokens=6):
@@ -56,7 +57,7 @@ def test_stream(name, cross):
                                                 (3, (1, 0, 0))])
 def test_bus_latency_and_pauses(latency, bus_pause):
     """Every AXI channel paused at random or periodically, and memory latency."""
-    cfg, regs, ops, rows = setup("d64_bt4_bus8_g3", seed=2)
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=2, steps=3, tokens=5)
     run_sim(cfg, regs, ops, rows, cross="both", seed=7, latency=latency, bus_pause=bus_pause)
 
 
@@ -220,12 +221,12 @@ def test_clear():
 @pytest.mark.parametrize("preset", ["paper", "tuned"])
 def test_trace(preset):
     """The bundled real trace's first steps (its K/V rows, its golden ReSV clusters and
-    selections) with a near tier of 24 logical blocks, so it spills: every candidate list is
+    selections) with a near tier of 8 logical blocks, so it spills: every candidate list is
     the golden run's own (ids, counts, representative keys as it scored them), every fetch
     (by candidate index) delivers exactly the golden run's selected past tokens."""
     ops, cfg, rows, selected, scored = trace_ops(preset, steps=3)
     cfg = cfg.replace(kvmu_clusters=512, kvmu_blocks=512)
-    regs = registers(cfg, near_slots=24, far_base=1 << 26)
+    regs = registers(cfg, near_slots=8, far_base=1 << 26)
     exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=6)
     assert exp.fetched == selected
     assert check_scored(exp, scored) > 0

@@ -2,7 +2,7 @@
 bus answered by cocotbext-axi's AxiRam (pauses, latency, injected SLVERR/DECERR)."""
 import pytest
 
-from verif.lib.runner import run_point
+from verif.lib.runner import ROOT, failures, run_cocotb, run_point
 from vrex.config import Config
 
 # the default build (the bundled trace's geometry: both presets' real-trace tests run on
@@ -21,3 +21,14 @@ POINTS = {
 def test_kvmu_verilog(point):
     cfg, only = POINTS[point]
     run_point("kvmu", point, cfg, test_filter=only)
+
+
+@pytest.mark.soak
+def test_kvmu_soak():
+    """``make soak``: the whole bundled trace under both presets, and a long synthetic
+    stream with faults (verif/kvmu/soak.py), on the default build."""
+    cfg, _ = POINTS["default"]
+    build = ROOT / "build" / "sim" / "kvmu" / "soak"
+    results = run_cocotb("kvmu", cfg, test_module="verif.kvmu.soak", build_dir=build)
+    if msg := failures(results, build):
+        pytest.fail(msg, pytrace=False)
