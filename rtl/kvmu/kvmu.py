@@ -400,9 +400,11 @@ class KvMemoryManager(wiring.Component):
         c.tfill = Signal(bits_for(self._bt))
         c.victim = Signal(x.bid_bits)
         c.vfill = Signal(bits_for(self._bt))
-        c.o_rerr = Signal()
-        c.o_rerr_addr = Signal(self._addr_bits)
-        c.o_rerr_resp = Signal(2)
+        c.hc = Signal()                 # the move updates sums (else it offloads a block)
+        c.rd = Signal()                 # the move reads before it writes
+        c.rerr = Signal()               # a read of the move answered an error
+        c.rerr_addr = Signal(self._addr_bits)
+        c.rerr_resp = Signal(2)
         c.fetch_drop = Signal()
         c.fetch_err = Signal()
         c.drain = Signal(range(self._hpg * self.beats_per_token + 1))
@@ -413,9 +415,7 @@ class KvMemoryManager(wiring.Component):
         c.cm_addr = Signal(max(1, ceil_log2(x.ctab_depth)))
         c.hb = Signal(range(self.beats_per_token + 1))  # STORE: beat within a head's slot
         c.hi = Signal(range(4 * self._head_dim // self._bus_bytes + 1))  # beat of a head's sums
-        c.h_err = Signal()
-        c.h_err_addr = Signal(self._addr_bits)
-        c.h_err_resp = Signal(2)
+        c.h_err = Signal()              # the sums' update failed; a candidate read failed
         c.ctx = Signal(range(self._layers * self._groups))
         x.c_err, x.c_code = Signal(), Signal(4)
         x.c_resp, x.c_addr = Signal(2), Signal(self._addr_bits)
@@ -432,9 +432,8 @@ class KvMemoryManager(wiring.Component):
             self._decode_states(m, x, c)
             self._fetch_states(m, x, c)
             self._store_states(m, x, c)
-            self._offload_states(m, x, c)
             self._write_states(m, x, c)
-            self._hc_states(m, x, c)
+            self._move_states(m, x, c)
             self._cand_states(m, x, c)
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | ~x.delivery_idle |
                                  (x.reads_out != 0) | (x.writes_out != 0))
@@ -632,8 +631,8 @@ class KvMemoryManager(wiring.Component):
             m.next = "S_VIC2"
         with m.State("S_VIC2"):
             m.d.sync += [c.be.eq(x.bt_rd.data), c.vfill.eq(x.bt_rd.data.fill), c.j.eq(0),
-                         c.o_rerr.eq(0), x.b_err.eq(0)]
-            m.next = "O_SETUP"
+                         c.rerr.eq(0), x.b_err.eq(0), c.hc.eq(0)]
+            m.next = "M_SETUP"
         with m.State("S_NEW"):
             nb = c.next_bid[:x.bid_bits]
             m.d.comb += [x.bt_wr.addr.eq(nb), x.bt_wr.en.eq(1),
@@ -662,76 +661,6 @@ class KvMemoryManager(wiring.Component):
             m.d.comb += [x.bt_wr.addr.eq(c.bid), x.bt_wr.en.eq(1), x.bt_wr.data.eq(be),
                          x.bt_wr.data.has_next.eq(1), x.bt_wr.data.next.eq(c.target)]
             m.next = "S_W_SETUP"
-
-    def _offload_states(self, m, x, c):
-        """Move the victim (in the slot being allocated) to the far tier: per head, bursts
-        read from near and written to far as they arrive; its entry turns far only when
-        every write answered OKAY."""
-        a, p = self._axi, self.perf
-        with m.State("O_SETUP"):
-            m.d.sync += [c.addr.eq(c.block_addr(self.near_base, c.alloc_slot, c.j)),
-                         c.dst.eq(c.block_addr(self.far_base, c.far_count, c.j)),
-                         c.rem.eq(c.vfill << x.bpt_lg)]
-            with m.If(c.vfill == 0):
-                m.next = "O_B"
-            with m.Else():
-                m.next = "O_AR"
-        with m.State("O_AR"):
-            rb = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "or")
-            wb = burst_beats(m, c.dst, c.rem, c.max_burst, self._bus_bytes, "ow")
-            beats = Mux(rb < wb, rb, wb)
-            m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1),
-                         a("arvalid").eq(1)]
-            with m.If(x.ar_go):
-                m.d.sync += [c.wbeats.eq(beats), c.wi.eq(0)]
-                m.next = "O_AW"
-        with m.State("O_AW"):
-            m.d.comb += [a("awaddr").eq(c.dst), a("awlen").eq(c.wbeats - 1),
-                         a("awvalid").eq(x.writes_out < self._max_writes)]
-            with m.If(x.aw_go):
-                m.next = "O_DATA"
-        with m.State("O_DATA"):
-            m.d.comb += [x.own_r.eq(1), a("wvalid").eq(a("rvalid")),
-                         a("wdata").eq(a("rdata")), a("wlast").eq(c.wi == c.wbeats - 1),
-                         a("rready").eq(a("wready"))]
-            with m.If(x.r_go):
-                self._count_beat(m, 0, write=False)
-                self._count_beat(m, 1, write=True)
-                m.d.sync += c.wi.eq(c.wi + 1)
-                with m.If((a("rresp") != 0)):
-                    m.d.sync += bump(p.bus_errors)
-                    with m.If(~c.o_rerr):
-                        m.d.sync += [c.o_rerr.eq(1), c.o_rerr_resp.eq(a("rresp")),
-                                     c.o_rerr_addr.eq(c.addr + (c.wi << x.bus_lg))]
-                with m.If(c.wi == c.wbeats - 1):
-                    m.d.sync += [c.addr.eq(c.addr + (c.wbeats << x.bus_lg)),
-                                 c.dst.eq(c.dst + (c.wbeats << x.bus_lg)),
-                                 c.rem.eq(c.rem - c.wbeats)]
-                    with m.If(c.rem == c.wbeats):
-                        m.next = "O_NEXT"
-                    with m.Else():
-                        m.next = "O_AR"
-        with m.State("O_NEXT"):
-            with m.If(c.j == self._hpg - 1):
-                m.next = "O_B"
-            with m.Else():
-                m.d.sync += c.j.eq(c.j + 1)
-                m.next = "O_SETUP"
-        with m.State("O_B"):
-            with m.If(x.writes_out == 0):
-                with m.If(c.o_rerr | x.b_err):
-                    self._fail(m, x, Mux(c.o_rerr, 6, 7),
-                               Mux(c.o_rerr, c.o_rerr_resp, x.b_err_resp),
-                               Mux(c.o_rerr, c.o_rerr_addr, x.b_err_addr))
-                    m.d.sync += [bump(p.refused), x.b_err.eq(0),
-                                 c.drain.eq(self._hpg * self.beats_per_token)]
-                    m.next = "DRAIN"
-                with m.Else():
-                    m.d.comb += [x.bt_wr.addr.eq(c.victim), x.bt_wr.en.eq(1),
-                                 x.bt_wr.data.eq(c.be), x.bt_wr.data.far.eq(1),
-                                 x.bt_wr.data.slot.eq(c.far_count)]
-                    m.d.sync += [c.far_count.eq(c.far_count + 1), bump(p.offloaded_blocks)]
-                    m.next = "S_NEW"
 
     def _write_states(self, m, x, c):
         """Write the token's rows, one slot per head of the group, from ``i_data``; commit
@@ -778,8 +707,8 @@ class KvMemoryManager(wiring.Component):
                 with m.Elif(c.ct.poisoned):
                     m.next = "S_COMMIT"
                 with m.Else():
-                    m.d.sync += [c.j.eq(0), c.h_err.eq(0)]
-                    m.next = "H_SETUP"
+                    m.d.sync += [c.j.eq(0), c.h_err.eq(0), c.rerr.eq(0), c.hc.eq(1)]
+                    m.next = "M_SETUP"
         with m.State("S_COMMIT"):
             # the token's slot and the cluster's count (or its poisoning), then the fill
             ctx = cmd.layer * self._groups + cmd.group
@@ -819,70 +748,102 @@ class KvMemoryManager(wiring.Component):
         word = x.kb_rd.data.word_select(c.hi[:2], 8 * lanes)
         return [word[8 * k:8 * k + 8].as_signed() for k in range(lanes)]
 
-    def _hc_states(self, m, x, c):
-        """Add the token's K rows to its cluster's sums in memory: per head, read the sums
-        (not for a first member), add, write back as the R beats arrive; the count and the
-        token's slot commit after every write answered (a failure poisons the cluster)."""
+    def _move_states(self, m, x, c):
+        """One sequence for both read-modify-write jobs, per head of the group and burst by
+        burst (AR, AW, then each R beat becomes a W beat as it arrives):
+        an offload (``c.hc`` = 0) copies the victim's filled slots from near to far and, only
+        if every transfer answered OKAY, turns its entry far; the update of the sums
+        (``c.hc`` = 1) adds the token's K rows to its cluster's record (a first member's is
+        written without reading) and poisons the cluster if a transfer failed."""
         a, p = self._axi, self.perf
         hbeats = 4 * self._head_dim // self._bus_bytes
         lanes = self._bus_bytes // 4
-        first = c.ct.count == 0
         m.d.comb += x.kb_rd.addr.eq(c.j * x.kbeats + (c.hi >> 2))
-        with m.State("H_SETUP"):
-            m.d.sync += [c.addr.eq(self._hc_addr(m, x, c, c.j)), c.rem.eq(hbeats),
-                         c.hi.eq(0)]
-            m.next = "H_PICK"
-        with m.State("H_PICK"):
-            with m.If(first):
-                m.next = "H_AW"
+        with m.State("M_SETUP"):
+            with m.If(c.hc):
+                hc = self._hc_addr(m, x, c, c.j)
+                m.d.sync += [c.addr.eq(hc), c.dst.eq(hc), c.rem.eq(hbeats), c.hi.eq(0),
+                             c.rd.eq(c.ct.count != 0)]
             with m.Else():
-                m.next = "H_AR"
-        beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "h")
-        with m.State("H_AR"):
+                m.d.sync += [c.addr.eq(c.block_addr(self.near_base, c.alloc_slot, c.j)),
+                             c.dst.eq(c.block_addr(self.far_base, c.far_count, c.j)),
+                             c.rem.eq(c.vfill << x.bpt_lg), c.rd.eq(1)]
+            m.next = "M_PICK"
+        with m.State("M_PICK"):
+            with m.If(c.rem == 0):
+                m.next = "M_NEXT"
+            with m.Elif(c.rd):
+                m.next = "M_AR"
+            with m.Else():
+                m.next = "M_AW"
+        rb = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "mr")
+        wb = burst_beats(m, c.dst, c.rem, c.max_burst, self._bus_bytes, "mw")
+        beats = Mux(rb < wb, rb, wb)
+        with m.State("M_AR"):
             m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1), a("arvalid").eq(1)]
             with m.If(x.ar_go):
-                m.next = "H_AW"
-        with m.State("H_AW"):
-            m.d.comb += [a("awaddr").eq(c.addr), a("awlen").eq(beats - 1),
+                m.next = "M_AW"
+        with m.State("M_AW"):
+            m.d.comb += [a("awaddr").eq(c.dst), a("awlen").eq(beats - 1),
                          a("awvalid").eq(x.writes_out < self._max_writes)]
             with m.If(x.aw_go):
                 m.d.sync += [c.wbeats.eq(beats), c.wi.eq(0)]
-                m.next = "H_DATA"
-        with m.State("H_DATA"):
+                m.next = "M_DATA"
+        with m.State("M_DATA"):
             k = self._k_lanes(x, c)
             old = [a("rdata")[32 * i:32 * i + 32].as_signed() for i in range(lanes)]
-            new = Cat(*[Mux(first, k[i], old[i] + k[i])[:32] for i in range(lanes)])
-            m.d.comb += [a("wdata").eq(new), a("wlast").eq(c.wi == c.wbeats - 1),
-                         a("wvalid").eq(first | a("rvalid")),
-                         x.own_r.eq(~first), a("rready").eq(~first & a("wready"))]
+            summed = Cat(*[Mux(c.rd, old[i] + k[i], k[i])[:32] for i in range(lanes)])
+            m.d.comb += [a("wdata").eq(Mux(c.hc, summed, a("rdata"))),
+                         a("wlast").eq(c.wi == c.wbeats - 1),
+                         a("wvalid").eq(~c.rd | a("rvalid")), x.own_r.eq(c.rd),
+                         a("rready").eq(c.rd & a("wready"))]
             with m.If(x.w_go):
-                m.d.sync += [c.wi.eq(c.wi + 1), c.hi.eq(c.hi + 1), bump(p.hc_write_beats)]
-                with m.If(~first):
-                    m.d.sync += bump(p.hc_read_beats)
-                    with m.If((a("rresp") != 0) & ~c.h_err):
-                        m.d.sync += [c.h_err.eq(1), c.h_err_resp.eq(a("rresp")),
-                                     c.h_err_addr.eq(c.addr + (c.wi << x.bus_lg)),
-                                     bump(p.bus_errors)]
+                m.d.sync += [c.wi.eq(c.wi + 1), c.hi.eq(c.hi + 1)]
+                with m.If(c.hc):
+                    m.d.sync += bump(p.hc_write_beats)
+                    with m.If(c.rd):
+                        m.d.sync += bump(p.hc_read_beats)
+                with m.Else():
+                    self._count_beat(m, 0, write=False)
+                    self._count_beat(m, 1, write=True)
+                with m.If(c.rd & (a("rresp") != 0)):
+                    m.d.sync += bump(p.bus_errors)
+                    with m.If(~c.rerr):
+                        m.d.sync += [c.rerr.eq(1), c.rerr_resp.eq(a("rresp")),
+                                     c.rerr_addr.eq(c.addr + (c.wi << x.bus_lg))]
                 with m.If(c.wi == c.wbeats - 1):
                     m.d.sync += [c.addr.eq(c.addr + (c.wbeats << x.bus_lg)),
+                                 c.dst.eq(c.dst + (c.wbeats << x.bus_lg)),
                                  c.rem.eq(c.rem - c.wbeats)]
-                    with m.If(c.rem == c.wbeats):
-                        m.next = "H_NEXT"
-                    with m.Else():
-                        m.next = "H_PICK"
-        with m.State("H_NEXT"):
+                    m.next = "M_PICK"
+        with m.State("M_NEXT"):
             with m.If(c.j == self._hpg - 1):
-                m.next = "H_B"
+                m.next = "M_B"
             with m.Else():
                 m.d.sync += c.j.eq(c.j + 1)
-                m.next = "H_SETUP"
-        with m.State("H_B"):
+                m.next = "M_SETUP"
+        with m.State("M_B"):
+            bad = c.rerr | x.b_err
+            resp = Mux(c.rerr, c.rerr_resp, x.b_err_resp)
+            where = Mux(c.rerr, c.rerr_addr, x.b_err_addr)
             with m.If(x.writes_out == 0):
-                with m.If(c.h_err | x.b_err):
-                    self._fail(m, x, 10, Mux(c.h_err, c.h_err_resp, x.b_err_resp),
-                               Mux(c.h_err, c.h_err_addr, x.b_err_addr))
-                    m.d.sync += [c.h_err.eq(1), x.b_err.eq(0)]
-                m.next = "S_COMMIT"
+                m.d.sync += x.b_err.eq(0)
+                with m.If(c.hc):
+                    with m.If(bad):
+                        self._fail(m, x, 10, resp, where)
+                    m.d.sync += c.h_err.eq(bad)
+                    m.next = "S_COMMIT"
+                with m.Elif(bad):
+                    self._fail(m, x, Mux(c.rerr, 6, 7), resp, where)
+                    m.d.sync += [bump(p.refused),
+                                 c.drain.eq(self._hpg * self.beats_per_token)]
+                    m.next = "DRAIN"
+                with m.Else():
+                    m.d.comb += [x.bt_wr.addr.eq(c.victim), x.bt_wr.en.eq(1),
+                                 x.bt_wr.data.eq(c.be), x.bt_wr.data.far.eq(1),
+                                 x.bt_wr.data.slot.eq(c.far_count)]
+                    m.d.sync += [c.far_count.eq(c.far_count + 1), bump(p.offloaded_blocks)]
+                    m.next = "S_NEW"
 
     def _cand_states(self, m, x, c):
         """The candidate list of (layer, group) at ``step`` for one head: every cluster with
