@@ -287,13 +287,26 @@ class Replay:
     def _fetch(self, k, op, opt, bus, bpt, hpg):
         rp, rows = self.rp, self.rows
         _, l, g, j, owners, version = op[:6]
-        if opt.get("by_index"):
-            owners = [rp.cand[(l, g)][i] for i in owners]
         fail = opt.get("fail")
         n_ar, n_kv = len(rp.ar), len(self.kv)
-        toks = []
+        toks, refused, end = [], False, None
+        cand = rp.cand.get((l, g), [])
         for i, o in enumerate(owners):
-            got = rp.fetch(l, g, j, o, version, i == 0, i == len(owners) - 1)
+            first, last = i == 0, i == len(owners) - 1
+            if opt.get("by_index") and o >= len(cand):
+                # an index past the last candidate list: this command is refused (error
+                # 1) and the fetch closes with an error; the others go on as usual
+                rp.counters["refused"] += 1
+                self.error(1)
+                refused = True
+                if first:
+                    rp._drop = False
+                if last:
+                    end = ("end", rp._drop, True)
+                    rp._drop = False
+                continue
+            got = rp.fetch(l, g, j, cand[o] if opt.get("by_index") else o, version, first,
+                           last)
             toks += got
             h = g * hpg + j
             for t in got:
@@ -302,7 +315,8 @@ class Replay:
                     self.kv.append(dict(data=int.from_bytes(data[b * bus:(b + 1) * bus],
                                                             "little"),
                                         token=t, first=int(b == 0), end=0, stale=0, error=0))
-        end = rp.delivered[-1]
+        if end is None:
+            end = rp.delivered[-1]
         if fail == "read":
             resp = RESP[opt.get("resp", "SLVERR")]
             at = opt.get("beat", 1)           # the failing beat of the fetch
@@ -313,7 +327,8 @@ class Replay:
             rp.counters["delivered_tokens"] -= len(toks) - (at + bpt - 1) // bpt
             self.kv.append(dict(data=0, token=0, first=0, end=1, stale=0, error=1))
         else:
-            self.kv.append(dict(data=0, token=0, first=0, end=1, stale=int(end[1]), error=0))
+            self.kv.append(dict(data=0, token=0, first=0, end=1, stale=int(end[1]),
+                                error=int(refused)))
         self.fetched.append(set(toks))
         self.fetch_bursts += len(rp.ar) - n_ar
         if opt.get("newer_during") is not None:

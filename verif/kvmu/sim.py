@@ -42,7 +42,6 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
     state = {"sent": 0, "done": False, "cand_done": False}
     got, cands, info = [], [], {}
     cmd_layout = dut.i_cmd.payload.shape()
-    kv_layout = dut.o_kv.payload.shape()
 
     async def announce(ctx, layer, version):
         ctx.set(dut.i_version.payload.layer, layer)
@@ -91,32 +90,33 @@ def run_sim(cfg, regs: dict, ops, rows, *, cross: str = "none", seed: int = 0,
                 await ctx.tick().until(dut.i_data.ready)
             ctx.set(dut.i_data.valid, 0)
 
-    async def cand_sink(ctx):
-        layout = dut.o_cand.payload.shape()
-        while len(cands) < len(exp.cand):
-            r = not next(cand_snk)
-            ctx.set(dut.o_cand.ready, r)
+    async def take(ctx, port, into, pauses, more):
+        """Take beats from ``port`` (paused) while ``more()``; returns the cycles taken."""
+        stream, cycle = getattr(dut, port), 0
+        layout = stream.payload.shape()
+        while more():
+            r = not next(pauses)
+            ctx.set(stream.ready, r)
             await ctx.delay(1e-9)
-            if r and ctx.get(dut.o_cand.valid):
-                cands.append(unpack(layout, ctx.get(dut.o_cand.payload.as_value())))
-            await ctx.tick()
-        ctx.set(dut.o_cand.ready, 1)
-        state["cand_done"] = True
-
-    async def sink(ctx):
-        cycle = 0
-        while (len(got) < len(exp.kv) or not state["done"] or not state["cand_done"]
-               or ctx.get(dut.busy)):
-            r = not next(kv_snk)
-            ctx.set(dut.o_kv.ready, r)
-            await ctx.delay(1e-9)
-            if r and ctx.get(dut.o_kv.valid):
-                got.append(unpack(kv_layout, ctx.get(dut.o_kv.payload.as_value())))
+            if r and ctx.get(stream.valid):
+                into.append(unpack(layout, ctx.get(stream.payload.as_value())))
             await ctx.tick()
             cycle += 1
             if cycle > max_cycles:
-                raise AssertionError(f"the KVMU hung: {len(got)} of {len(exp.kv)} o_kv "
-                                     f"beats after {cycle} cycles")
+                raise AssertionError(f"the KVMU hung: {port} gave {len(into)} beats after "
+                                     f"{cycle} cycles ({len(exp.kv)} o_kv and "
+                                     f"{len(exp.cand)} o_cand beats expected)")
+        ctx.set(stream.ready, 1)
+        return cycle
+
+    async def cand_sink(ctx):
+        await take(ctx, "o_cand", cands, cand_snk, lambda: len(cands) < len(exp.cand))
+        state["cand_done"] = True
+
+    async def sink(ctx):
+        cycle = await take(ctx, "o_kv", got, kv_snk, lambda: (
+            len(got) < len(exp.kv) or not state["done"] or not state["cand_done"]
+            or ctx.get(dut.busy)))
         ctx.set(dut.o_kv.ready, 1)
         for _ in range(8):
             await ctx.delay(1e-9)

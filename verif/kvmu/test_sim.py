@@ -201,6 +201,19 @@ def test_candidates_and_fetch_by_index(name):
     assert any(got[c] < total[c] for c in got)
 
 
+def test_fetch_index_out_of_range():
+    """A fetch naming a candidate index past the last list: that command is refused (error
+    1), the fetch's other clusters are delivered and its end beat says error."""
+    cfg, regs, ops, rows = setup("d16_bt16_g1", seed=19, steps=2)
+    ops += [("version", 0, 50), ("cand", 0, 0, 0, 2),
+            ("fetch", 0, 0, 0, [0, 15, 1], 50, dict(by_index=True)),
+            ("fetch", 0, 0, 1, [15], 50, dict(by_index=True)),
+            ("fetch", 1, 0, 1, [0], 50, dict(by_index=True))]   # layer 1's last list
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=10)
+    assert info["refused"] == 2
+    assert [b["error"] for b in exp.kv if b["end"]][-3:] == [1, 1, 0]
+
+
 def test_count_full():
     """A cluster whose member count would overflow ``count_bits`` refuses the token (error
     11, its data consumed)."""
