@@ -426,7 +426,11 @@ class KvMemoryManager(wiring.Component):
                      x.bt_rd.addr.eq(c.bid), x.nw_rd.addr.eq(c.alloc_slot),
                      x.cm_rd.addr.eq(c.cm_addr)]
         c.max_burst = self.max_burst
-        c.block_addr = lambda base, slot, j: base + ((slot * self._hpg + j) << x.bb_lg)
+        # addresses are made in two cycles: an offset from the registers (a multiply and an
+        # add), then ADD_BASE adds the tier's base register and goes on to c.ret
+        c.block_off = lambda slot, j: (slot * self._hpg + j) << x.bb_lg
+        c.abase, c.dbase = Signal(2), Signal(2)         # 0 near, 1 far, 2 HC table
+        c.ret = Signal(2)                               # 0 F_AR, 1 S_AW, 2 M_PICK, 3 C_AR
         with m.FSM(init="INIT") as fsm:
             self._init_states(m, x, c)
             self._decode_states(m, x, c)
@@ -434,6 +438,14 @@ class KvMemoryManager(wiring.Component):
             self._store_states(m, x, c)
             self._write_states(m, x, c)
             self._move_states(m, x, c)
+            with m.State("ADD_BASE"):
+                bases = Array([self.near_base, self.far_base, self.hc_base, self.hc_base])
+                m.d.sync += [c.addr.eq(c.addr + bases[c.abase]),
+                             c.dst.eq(c.dst + bases[c.dbase])]
+                with m.Switch(c.ret):
+                    for k, state in enumerate(("F_AR", "S_AW", "M_PICK", "C_AR")):
+                        with m.Case(k):
+                            m.next = state
             self._cand_states(m, x, c)
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | ~x.delivery_idle |
                                  (x.reads_out != 0) | (x.writes_out != 0))
@@ -544,16 +556,18 @@ class KvMemoryManager(wiring.Component):
             m.next = "F_BT2"
         with m.State("F_BT2"):
             be = x.bt_rd.data
-            m.d.sync += [c.be.eq(be), c.off.eq(0), c.rem.eq(be.fill << x.bpt_lg),
-                         c.addr.eq(c.block_addr(Mux(be.far, self.far_base, self.near_base),
-                                                be.slot, cmd.head))]
+            m.d.sync += [c.be.eq(be), c.off.eq(0), c.rem.eq(be.fill << x.bpt_lg)]
             with m.If(be.fill != 0):
-                m.next = "F_AR"
+                m.next = "F_OFF"
             with m.Elif(be.has_next):
                 m.d.sync += c.bid.eq(be.next)
                 m.next = "F_BT"
             with m.Else():
                 m.next = "F_DONE"
+        with m.State("F_OFF"):
+            m.d.sync += [c.addr.eq(c.block_off(c.be.slot, cmd.head)), c.abase.eq(c.be.far),
+                         c.ret.eq(0)]
+            m.next = "ADD_BASE"
         with m.State("F_AR"):
             beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "f")
             room = (x.reads_out < self._max_reads) & x.rq.w_rdy
@@ -667,12 +681,13 @@ class KvMemoryManager(wiring.Component):
         the slot (its token index, the block's fill) once every write answered OKAY."""
         a, p, cmd, i = self._axi, self.perf, c.cmd, self.i_data
         with m.State("S_W_SETUP"):
-            m.d.sync += [c.addr.eq(c.block_addr(self.near_base, c.tslot, c.j) +
+            m.d.sync += [c.addr.eq(c.block_off(c.tslot, c.j) +
                                    (c.tfill << exact_log2(self.token_bytes))),
+                         c.abase.eq(0), c.ret.eq(1),
                          c.rem.eq(self.beats_per_token), c.hb.eq(0)]
             with m.If(c.j == 0):
                 m.d.sync += x.b_err.eq(0)
-            m.next = "S_AW"
+            m.next = "ADD_BASE"
         with m.State("S_AW"):
             beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "s")
             m.d.comb += [a("awaddr").eq(c.addr), a("awlen").eq(beats - 1),
@@ -736,11 +751,12 @@ class KvMemoryManager(wiring.Component):
                          x.bt_wr.data.fill.eq(be.fill + 1)]
             m.next = "IDLE"
 
-    def _hc_addr(self, m, x, c, head):
-        """The byte address of the sums of ``head`` in the command's cluster record."""
+    def _hc_off(self, c, head):
+        """The offset from ``hc_base`` of the sums of ``head`` in the command's cluster
+        record (or, listing candidates, in cluster ``c.ci``'s)."""
         rec = self._hpg * 4 * self._head_dim
         idx = Mux(c.cand_mode, self._index(c.ctx, c.ci), self._ctab_index(c.cmd))
-        return self.hc_base + idx * rec + head * (4 * self._head_dim)
+        return idx * rec + head * (4 * self._head_dim)
 
     def _k_lanes(self, x, c):
         """The K values (sign-extended) of the sums beat ``c.hi`` of head ``c.j``."""
@@ -761,14 +777,15 @@ class KvMemoryManager(wiring.Component):
         m.d.comb += x.kb_rd.addr.eq(c.j * x.kbeats + (c.hi >> 2))
         with m.State("M_SETUP"):
             with m.If(c.hc):
-                hc = self._hc_addr(m, x, c, c.j)
-                m.d.sync += [c.addr.eq(hc), c.dst.eq(hc), c.rem.eq(hbeats), c.hi.eq(0),
-                             c.rd.eq(c.ct.count != 0)]
+                off = self._hc_off(c, c.j)
+                m.d.sync += [c.addr.eq(off), c.dst.eq(off), c.abase.eq(2), c.dbase.eq(2),
+                             c.rem.eq(hbeats), c.hi.eq(0), c.rd.eq(c.ct.count != 0)]
             with m.Else():
-                m.d.sync += [c.addr.eq(c.block_addr(self.near_base, c.alloc_slot, c.j)),
-                             c.dst.eq(c.block_addr(self.far_base, c.far_count, c.j)),
+                m.d.sync += [c.addr.eq(c.block_off(c.alloc_slot, c.j)), c.abase.eq(0),
+                             c.dst.eq(c.block_off(c.far_count, c.j)), c.dbase.eq(1),
                              c.rem.eq(c.vfill << x.bpt_lg), c.rd.eq(1)]
-            m.next = "M_PICK"
+            m.d.sync += c.ret.eq(2)
+            m.next = "ADD_BASE"
         with m.State("M_PICK"):
             with m.If(c.rem == 0):
                 m.next = "M_NEXT"
@@ -878,9 +895,9 @@ class KvMemoryManager(wiring.Component):
             pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
             with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0)):
                 m.d.sync += [cnt.eq(e.count), past.eq(pst), c.hi.eq(0), c.rem.eq(hbeats),
-                             c.addr.eq(self._hc_addr(m, x, c, cmd.head)), word_first.eq(1),
-                             cw.eq(0)]
-                m.next = "C_AR"
+                             c.addr.eq(self._hc_off(c, cmd.head)), c.abase.eq(2),
+                             c.ret.eq(3), word_first.eq(1), cw.eq(0)]
+                m.next = "ADD_BASE"
             with m.Else():
                 m.d.sync += c.ci.eq(c.ci + 1)
                 m.next = "C_RD"
