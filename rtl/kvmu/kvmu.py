@@ -416,6 +416,8 @@ class KvMemoryManager(wiring.Component):
         c.hb = Signal(range(self.beats_per_token + 1))  # STORE: beat within a head's slot
         c.hi = Signal(range(4 * self._head_dim // self._bus_bytes + 1))  # beat of a head's sums
         c.h_err = Signal()              # the sums' update failed; a candidate read failed
+        c.seen = Signal()               # FETCH: the layer's newest version, registered
+        c.newest = Signal(self._version_bits)
         c.ctx = Signal(range(self._layers * self._groups))
         x.c_err, x.c_code = Signal(), Signal(4)
         x.c_resp, x.c_addr = Signal(2), Signal(self._addr_bits)
@@ -536,8 +538,12 @@ class KvMemoryManager(wiring.Component):
             m.next = "F_MAP3"
         with m.State("F_MAP3"):
             m.next = "F_START"
-        with m.State("F_START"):
-            stale = x.seen[cmd.layer] & (cmd.version < x.newest[cmd.layer])
+        with m.State("F_START"):       # the cluster entry and the layer's newest version
+            m.d.sync += [c.ct.eq(x.ct_rd.data), c.seen.eq(x.seen[cmd.layer]),
+                         c.newest.eq(x.newest[cmd.layer])]
+            m.next = "F_CHECK"
+        with m.State("F_CHECK"):
+            stale = c.seen & (cmd.version < c.newest)
             drop = Mux(cmd.first, stale, c.fetch_drop)
             with m.If(cmd.first):
                 m.d.sync += [c.fetch_drop.eq(stale), c.fetch_err.eq(0)]
@@ -547,8 +553,8 @@ class KvMemoryManager(wiring.Component):
                 m.next = "F_DONE"
             with m.Else():
                 m.d.sync += bump(p.fetched_clusters)
-                with m.If(x.ct_rd.data.valid):
-                    m.d.sync += c.bid.eq(x.ct_rd.data.head)
+                with m.If(c.ct.valid):
+                    m.d.sync += c.bid.eq(c.ct.head)
                     m.next = "F_BT"
                 with m.Else():
                     m.next = "F_DONE"
@@ -601,18 +607,19 @@ class KvMemoryManager(wiring.Component):
         cmd, p = c.cmd, self.perf
         with m.State("S_WAIT"):
             with m.If((x.reads_out == 0) & x.delivery_idle):
-                ct = x.ct_rd.data
-                m.d.sync += c.ct.eq(ct)
-                with m.If(ct.count == (1 << self._count_bits) - 1):
-                    self._fail(m, x, 11)
-                    m.d.sync += [bump(p.refused),
-                                 c.drain.eq(self._hpg * self.beats_per_token)]
-                    m.next = "DRAIN"
-                with m.Elif(ct.valid):
-                    m.d.sync += c.bid.eq(ct.tail)
-                    m.next = "S_TAIL"
-                with m.Else():
-                    m.next = "S_ALLOC"
+                m.d.sync += c.ct.eq(x.ct_rd.data)
+                m.next = "S_FIND"
+        with m.State("S_FIND"):
+            ct = c.ct
+            with m.If(ct.count == (1 << self._count_bits) - 1):
+                self._fail(m, x, 11)
+                m.d.sync += [bump(p.refused), c.drain.eq(self._hpg * self.beats_per_token)]
+                m.next = "DRAIN"
+            with m.Elif(ct.valid):
+                m.d.sync += c.bid.eq(ct.tail)
+                m.next = "S_TAIL"
+            with m.Else():
+                m.next = "S_ALLOC"
         with m.State("S_TAIL"):
             m.next = "S_TAIL2"
         with m.State("S_TAIL2"):
@@ -891,7 +898,10 @@ class KvMemoryManager(wiring.Component):
             with m.Else():
                 m.next = "C_CHK"
         with m.State("C_CHK"):
-            e = x.ct_rd.data
+            m.d.sync += c.ct.eq(x.ct_rd.data)
+            m.next = "C_CHK2"
+        with m.State("C_CHK2"):
+            e = c.ct
             pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
             with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0)):
                 m.d.sync += [cnt.eq(e.count), past.eq(pst), c.hi.eq(0), c.rem.eq(hbeats),

@@ -5,7 +5,8 @@ Every run is also checked against the golden replay (``KvmuTB.run``).
    one fetch with ``o_kv`` always ready; utilisation = R beats / cycles from the fetch's first
    AR to its last R beat, with the memory answering 0, 50 and 200 cycles after each AR
    (pipelined), at bursts of 256 (a whole 2 KB block), 64 and 16 beats (the ``max_burst``
-   register), with the most reads seen outstanding.
+   register), with the most reads seen outstanding; and the stores' cycles a token (from
+   the first store's command to the fetch's).
 2. The bundled trace (``paper``, the first steps whose every token fits a block of its own):
    fetch cycles, bursts and beats with the cluster-contiguous layout (the golden ReSV
    clusters) and with a token-scattered one (every token its own cluster, so a fetch moves
@@ -67,12 +68,16 @@ async def _prefetch(tb, probe, state, latency, burst):
     regs = registers(cfg, max_burst=burst)
     ops = _prefetch_ops()
     probe.reset()
-    await tb.run(ops, random_rows(1, 2 * cfg.head_dim), regs)
+    await tb.run(ops, random_rows(1, 2 * cfg.head_dim), regs, timeout=5_000_000)
     beats = len(probe.r)
     cycles = probe.r[-1] - probe.ar[0] + 1
+    stamps = tb.source["i_cmd"].stamps
+    n_fetch = len(ops[-1][4])
+    stores = len(ops) - 2
+    store_cycles = stamps[-n_fetch] - stamps[-n_fetch - stores]
     return {"latency": latency, "max_burst": burst, "beats": beats, "cycles": cycles,
             "utilisation": beats / cycles, "bursts": len(probe.ar),
-            "peak_outstanding": probe.peak}
+            "peak_outstanding": probe.peak, "store_cycles_per_token": store_cycles / stores}
 
 
 async def _trace(tb, probe, state, layout, steps, latency=50):
@@ -86,7 +91,7 @@ async def _trace(tb, probe, state, layout, steps, latency=50):
                (("store", op[1], op[2], op[4], op[4], op[5]) if op[0] == "store" else op)
                for op in ops if op[0] != "cand"]
     regs = registers(cfg)
-    exp, run = await tb.run(ops, rows, regs)
+    exp, run = await tb.run(ops, rows, regs, timeout=5_000_000)
     fetch_cycles = _fetch_cycles(tb, ops, exp)
     blocks = _blocks_per_cluster(ops, cfg, regs, rows)
     fetched = run["fetched_clusters"]
@@ -179,6 +184,10 @@ def summary(r: dict) -> list[str]:
     """The report in a few lines."""
     lines = []
     for x in r["prefetch"]:
+        if x["max_burst"] == 256:
+            lines.append(f"store, {x['latency']:3d}-cycle memory: "
+                         f"{x['store_cycles_per_token']:.0f} cycles a token (its K and V rows "
+                         f"and the sums' read-add-write, one head after another)")
         if x["max_burst"] == 256 or x["latency"] == 200:
             lines.append(f"prefetch, {x['latency']:3d}-cycle memory, {x['max_burst']:3d}-beat "
                          f"bursts: {100 * x['utilisation']:.1f}% of R cycles carry a beat "
