@@ -15,9 +15,10 @@ from .attn.exp import ExpUnit
 from .dre.hcu import HashClusterUnit
 from .dre.wtu import WicsumThresholdUnit
 from .kvmu.kvmu import KvMemoryManager
+from .core.regs import CoreRegisters
 
 __all__ = ["BLOCKS", "Block", "HashClusterUnit", "WicsumThresholdUnit", "AttentionEngine",
-           "SystolicArray", "ExpUnit", "KvMemoryManager"]
+           "SystolicArray", "ExpUnit", "KvMemoryManager", "CoreRegisters"]
 
 
 @dataclass(frozen=True)
@@ -49,4 +50,5 @@ BLOCKS = {
     "attn_array": Block(SystolicArray, "attn"),
     "attn_exp": Block(ExpUnit, "attn"),
     "kvmu": Block(KvMemoryManager, "kvmu"),
+    "core_regs": Block(CoreRegisters, "core"),
 }

@@ -97,6 +97,8 @@ class Config:
         ``kvmu_max_reads``, ``kvmu_max_writes`` bursts outstanding; ``kvmu_addr_bits`` the
         AXI address width; ``kvmu_token_bits`` width of a stream token index;
         ``kvmu_version_bits`` width of a command version.
+    Core
+        ``core_queue_depth`` descriptors the host can queue.
     """
 
     # geometry
@@ -157,6 +159,8 @@ class Config:
     kvmu_addr_bits: int = 40
     kvmu_token_bits: int = 20
     kvmu_version_bits: int = 16
+    # core
+    core_queue_depth: int = 4
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -335,6 +339,17 @@ class Config:
                         id_bits=self.cluster_id_bits, version_bits=self.kvmu_version_bits,
                         step_bits=self.step_bits, count_bits=self.count_bits,
                         counter_bits=self.counter_bits)
+        if block == "core_regs":
+            from vrex.regmap import build_values
+            t, d = 1, self.head_dim
+            return dict(layers=self.n_layers, bus_bytes=self.kvmu_bus_bytes,
+                        buffer_bytes={"q_addr": self.n_q_heads * t * d,
+                                      "k_addr": self.n_kv_heads * t * d,
+                                      "k_hash_addr": self.n_kv_heads * t * d,
+                                      "v_addr": self.n_kv_heads * t * d,
+                                      "o_addr": self.n_q_heads * t * d * 2},
+                        hp_bytes=self.hash_groups * self.n_hp * self.hash_dim,
+                        queue_depth=self.core_queue_depth, build=build_values(self))
         raise ConfigError(f"no block named {block!r}")
 
     def block_registers(self, block: str) -> dict:
@@ -350,6 +365,8 @@ class Config:
             return {"near_base": 0, "far_base": self.far_base, "hc_base": self.hc_base,
                     "near_slots": self.near_slots, "far_slots": self.kvmu_blocks,
                     "max_burst": self.kvmu_max_burst}
+        if block == "core_regs":
+            return {}          # the host writes them over AXI4-Lite
         raise ConfigError(f"no block named {block!r}")
 
     # --- presets and transport ------------------------------------------------------------
@@ -424,6 +441,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "kvmu": ("kvmu_clusters", "kvmu_blocks", "kvmu_bus_bytes", "kvmu_max_burst",
              "kvmu_max_reads", "kvmu_max_writes", "kvmu_addr_bits", "kvmu_token_bits",
              "kvmu_version_bits"),
+    "core": ("core_queue_depth",),
 }
 
 # a block's parameter name -> the configuration field it comes from, where they differ

@@ -166,9 +166,10 @@ class KvmuTB(BlockTB):
             await RisingEdge(self.dut.clk)
         await RisingEdge(self.dut.clk)
 
-    async def run(self, ops, rows, regs, *, timeout=200_000):
+    async def run(self, ops, rows, regs, *, timeout=200_000, before=None):
         """Drive ``ops`` (the contract of verif.kvmu.model) and compare everything with the
-        golden replay. Returns ``(expected, counters)``; counters are the run's own."""
+        golden replay; ``before(k, op)``, if given, is awaited before operation k is sent.
+        Returns ``(expected, counters)``; counters are the run's own."""
         self.registers(regs)
         exp = expect(self.cfg, regs, ops, rows)
         base = await self.perf()
@@ -180,6 +181,8 @@ class KvmuTB(BlockTB):
         take_c = cocotb.start_soon(self.sink["o_cand"].take(len(exp.cand), timeout=timeout))
         self.tasks = [feed, take, take_c]
         for k, op in enumerate(ops):
+            if before is not None:
+                await before(k, op)
             if op[0] == "version":
                 for _ in range(3):
                     await RisingEdge(self.dut.clk)

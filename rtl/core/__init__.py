@@ -1,0 +1,1 @@
+"""The V-Rex core: the host interface (regs.py); the sequencer is still to come."""

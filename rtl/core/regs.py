@@ -1,0 +1,268 @@
+"""The core's host interface: the AXI4-Lite register file of ``vrex.regmap``, the descriptor
+queue and the front-end checks of ``golden.core.check_descriptor``."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from vrex import regmap
+
+__all__ = ["CoreRegisters"]
+
+_OKAY, _SLVERR = 0, 2
+_BUFFERS = ("q_addr", "k_addr", "k_hash_addr", "v_addr", "hp_addr", "o_addr")
+
+
+class CoreRegisters(wiring.Component):
+    """The register map of ``vrex.regmap`` behind an AXI4-Lite slave (``s_axil_*``).
+
+    RW registers drive the outputs of the same name (lower case, 32 bits; the core takes
+    their fields); ``CTRL.soft_reset`` is a one-cycle ``soft_reset`` pulse (it also empties
+    the queue and clears the error here). Descriptor words written to ``DESC_DATA`` gather
+    in a staging buffer; the last one starts the checks of ``golden.core.check_descriptor``
+    in its order (zero step length, unknown layer, an address not aligned to ``bus_bytes``,
+    a buffer outside the I/O window, a version older than the layer's last accepted one):
+    a descriptor that fails is refused with its error code, one that passes is queued
+    (``queue_depth`` deep) and leaves on ``o_desc`` as its 16 words. A word written while
+    the queue is full is dropped with ``QUEUE_OVERFLOW``. The sequencer reports completion
+    on ``done`` (with ``done_version``) and errors on ``i_error``; the first error since
+    the last clear (write 1 to ``ERROR_CODE`` bit 0) is kept. ``irq`` is the OR of
+    ``IRQ_STATUS & IRQ_ENABLE`` (causes: done, error, space: the queue has room again after
+    being full). Counters (``PERF_*``) read ``perf_in``. A write to an unmapped or read-only
+    offset, or a read of an unmapped one, answers SLVERR and changes nothing.
+
+    Parameters (keyword-only): ``layers``, ``bus_bytes`` (alignment), ``buffer_bytes``
+    (name -> bytes a step token of that buffer spans, ``hp_addr`` a fixed size),
+    ``queue_depth``, ``build`` (BUILD0/BUILD1 values), ``perf`` (the counter names, in
+    map order).
+    """
+
+    def __init__(self, *, layers: int, bus_bytes: int, buffer_bytes: dict, hp_bytes: int,
+                 queue_depth: int, build: dict, perf: tuple):
+        if not (isinstance(queue_depth, int) and 1 <= queue_depth <= 64):
+            raise ValueError(f"queue_depth must be an integer from 1 to 64, not "
+                             f"{queue_depth!r}")
+        if not (isinstance(layers, int) and 1 <= layers <= 256):
+            raise ValueError(f"layers must be an integer from 1 to 256, not {layers!r}")
+        self._layers, self._bus_bytes, self._queue_depth = layers, bus_bytes, queue_depth
+        self._buffer_bytes, self._hp_bytes = dict(buffer_bytes), hp_bytes
+        self._build, self._perf = dict(build), tuple(perf)
+        self.regs = list(regmap.REGISTERS) + [
+            regmap.Register(f"PERF_{n.upper()}", regmap.PERF_BASE + 4 * k, "RO", n)
+            for k, n in enumerate(self._perf)]
+        rw = {r.name.lower(): Out(32, init=r.reset) for r in regmap.REGISTERS
+              if r.access == "RW"}
+        super().__init__({
+            "s_axil_awaddr": In(12), "s_axil_awprot": In(3), "s_axil_awvalid": In(1),
+            "s_axil_awready": Out(1), "s_axil_wdata": In(32), "s_axil_wstrb": In(4),
+            "s_axil_wvalid": In(1), "s_axil_wready": Out(1), "s_axil_bresp": Out(2),
+            "s_axil_bvalid": Out(1), "s_axil_bready": In(1), "s_axil_araddr": In(12),
+            "s_axil_arprot": In(3), "s_axil_arvalid": In(1), "s_axil_arready": Out(1),
+            "s_axil_rdata": Out(32), "s_axil_rresp": Out(2), "s_axil_rvalid": Out(1),
+            "s_axil_rready": In(1),
+            **rw,
+            "soft_reset": Out(1),
+            "o_desc": Out(stream.Signature(data.ArrayLayout(32, regmap.DESC_WORDS))),
+            "busy": In(1), "done": In(1), "done_version": In(16),
+            "i_error": In(stream.Signature(data.StructLayout(
+                {"code": 8, "addr": 64, "version": 16}))),
+            "perf_in": In(data.ArrayLayout(32, max(1, len(self._perf)))),
+            "irq": Out(1),
+        })
+
+    @classmethod
+    def from_config(cls, cfg) -> "CoreRegisters":
+        """The build's register file; its counters are those of ``vrex.regmap.CORE_BLOCKS``."""
+        perf = tuple(r.name[5:].lower() for r in regmap.perf_registers(regmap.core_blocks()))
+        return cls(**cfg.block_params("core_regs"), perf=perf)
+
+    def elaborate(self, platform):
+        m = Module()
+        x = SimpleNamespace()
+        self._queue(m, x)
+        self._errors(m, x)
+        self._bus(m, x)
+        self._check(m, x)
+        return m
+
+    # --- sections --------------------------------------------------------------------------
+    def _queue(self, m, x):
+        """The staging words, the descriptor FIFO (emptied by a soft reset)."""
+        x.flush = Signal()
+        q = fifo.SyncFIFOBuffered(width=32 * regmap.DESC_WORDS, depth=self._queue_depth)
+        m.submodules.queue = x.q = ResetInserter(x.flush)(q)
+        m.d.comb += [self.o_desc.valid.eq(q.r_rdy), self.o_desc.payload.as_value().eq(
+            q.r_data), q.r_en.eq(self.o_desc.ready)]
+        x.stage = Array(Signal(32, name=f"stage_{i}") for i in range(regmap.DESC_WORDS))
+        x.word = Signal(range(regmap.DESC_WORDS))
+        x.start = Signal()                  # the last word came: check the descriptor
+        x.checking = Signal()
+
+    def _errors(self, m, x):
+        """The first error since the last clear and the interrupt causes."""
+        x.code, x.err_version, x.err_addr = Signal(8), Signal(16), Signal(64)
+        x.irq_status = Signal(3)
+        x.raise_code = Signal(8)            # this cycle's error (0: none), with:
+        x.raise_version, x.raise_addr = Signal(16), Signal(64)
+        x.clear_error = Signal()
+        i = self.i_error
+        m.d.comb += i.ready.eq(1)
+        with m.If(i.valid):
+            m.d.comb += [x.raise_code.eq(i.payload.code), x.raise_version.eq(i.payload.version),
+                         x.raise_addr.eq(i.payload.addr)]
+        with m.If(x.clear_error):
+            m.d.sync += x.code.eq(0)
+        with m.Elif((x.raise_code != 0) & (x.code == 0)):
+            m.d.sync += [x.code.eq(x.raise_code), x.err_version.eq(x.raise_version),
+                         x.err_addr.eq(x.raise_addr)]
+        x.was_full = Signal()
+        full = x.q.level == self._queue_depth
+        m.d.sync += x.was_full.eq(full)
+        causes = Cat(self.done, x.raise_code != 0, x.was_full & ~full)
+        x.irq_clear = Signal(3)
+        m.d.sync += x.irq_status.eq((x.irq_status & ~x.irq_clear) | causes)
+        m.d.comb += self.irq.eq((x.irq_status & self.irq_enable[:3]).any())
+        x.desc_done = Signal(32)
+        x.desc_version = Signal(16)
+        with m.If(self.done):
+            m.d.sync += [x.desc_done.eq(x.desc_done + 1), x.desc_version.eq(self.done_version)]
+
+    def _read_value(self, x, reg):
+        """What a read of ``reg`` returns."""
+        name = reg.name
+        if name == "ID" or name == "VERSION":
+            return Const(reg.reset, 32)
+        if name in ("BUILD0", "BUILD1"):
+            return Const(self._build[name], 32)
+        if name == "STATUS":
+            q = x.q.level
+            return Cat(self.busy, q == 0, q == self._queue_depth, Const(0, 5), q[:8])
+        if name == "ERROR_CODE":
+            return Cat(x.code, Const(0, 8), x.err_version)
+        if name == "ERROR_ADDR_LO":
+            return x.err_addr[:32]
+        if name == "ERROR_ADDR_HI":
+            return x.err_addr[32:]
+        if name == "IRQ_STATUS":
+            return x.irq_status
+        if name == "DESC_DONE":
+            return x.desc_done
+        if name == "DESC_VERSION":
+            return x.desc_version
+        if name.startswith("PERF_"):
+            return self.perf_in[self._perf.index(name[5:].lower())]
+        if reg.access == "RW":
+            if name == "CTRL":
+                return getattr(self, "ctrl") & ~2     # soft_reset reads 0
+            return getattr(self, name.lower())
+        return Const(0, 32)                      # WO
+
+    def _bus(self, m, x):
+        """The AXI4-Lite slave: one write (AW and W taken in either order) and one read at a
+        time, each answered before the next is taken."""
+        s = lambda n: getattr(self, f"s_axil_{n}")
+        aw_have, w_have = Signal(), Signal()
+        aw, wd, ws = Signal(12), Signal(32), Signal(4)
+        m.d.comb += [s("awready").eq(~aw_have & ~s("bvalid") & ~x.checking),
+                     s("wready").eq(~w_have & ~s("bvalid") & ~x.checking)]
+        with m.If(s("awvalid") & s("awready")):
+            m.d.sync += [aw_have.eq(1), aw.eq(s("awaddr"))]
+        with m.If(s("wvalid") & s("wready")):
+            m.d.sync += [w_have.eq(1), wd.eq(s("wdata")), ws.eq(s("wstrb"))]
+        with m.If(s("bvalid") & s("bready")):
+            m.d.sync += s("bvalid").eq(0)
+        mask = Cat(*[b.replicate(8) for b in ws])
+        with m.If(aw_have & w_have):
+            m.d.sync += [aw_have.eq(0), w_have.eq(0), s("bvalid").eq(1),
+                         s("bresp").eq(_SLVERR)]
+            with m.Switch(aw[2:]):
+                for r in self.regs:
+                    if r.access == "RO":
+                        continue
+                    with m.Case(r.offset >> 2):
+                        m.d.sync += s("bresp").eq(_OKAY)
+                        self._write(m, x, r, wd, mask)
+        # reads
+        m.d.comb += s("arready").eq(~s("rvalid"))
+        with m.If(s("rvalid") & s("rready")):
+            m.d.sync += s("rvalid").eq(0)
+        with m.If(s("arvalid") & s("arready")):
+            m.d.sync += [s("rvalid").eq(1), s("rresp").eq(_SLVERR), s("rdata").eq(0)]
+            with m.Switch(s("araddr")[2:]):
+                for r in self.regs:
+                    with m.Case(r.offset >> 2):
+                        m.d.sync += [s("rresp").eq(_OKAY),
+                                     s("rdata").eq(self._read_value(x, r))]
+
+    def _write(self, m, x, r, wd, mask):
+        name = r.name
+        if name == "CTRL":
+            m.d.sync += self.ctrl.eq((self.ctrl & ~mask) | (wd & mask & 1))
+            with m.If(wd[1] & mask[1]):
+                m.d.comb += [self.soft_reset.eq(1), x.flush.eq(1), x.clear_error.eq(1)]
+                m.d.sync += x.word.eq(0)
+        elif name == "ERROR_CODE":
+            with m.If(wd[0] & mask[0]):
+                m.d.comb += x.clear_error.eq(1)
+        elif name == "IRQ_STATUS":
+            m.d.comb += x.irq_clear.eq(wd[:3] & mask[:3])
+        elif name == "DESC_DATA":
+            with m.If(x.q.level == self._queue_depth):
+                m.d.comb += x.raise_code.eq(regmap.ERRORS["QUEUE_OVERFLOW"][0])
+            with m.Else():
+                m.d.sync += [x.stage[x.word].eq(wd), x.word.eq(x.word + 1)]
+                with m.If(x.word == regmap.DESC_WORDS - 1):
+                    m.d.sync += [x.word.eq(0), x.start.eq(1)]
+        elif r.access == "RW":
+            reg = getattr(self, name.lower())
+            m.d.sync += reg.eq((reg & ~mask) | (wd & mask))
+
+    def _check(self, m, x):
+        """``golden.core.check_descriptor`` on the staged words, over three cycles (buffer
+        ends, comparisons, the decision); the bus takes no write meanwhile."""
+        f = {}
+        for word, name, lsb, width, _ in regmap.DESCRIPTOR:
+            lo = Cat(*[x.stage[word + k] for k in range((lsb + width + 31) // 32)])
+            f[name] = lo[lsb:lsb + width]
+        io_base = Cat(self.io_base_lo, self.io_base_hi)
+        io_end = Signal(66)
+        m.d.comb += io_end.eq(io_base + self.io_size)
+        ends = {b: Signal(66, name=f"end_{b}") for b in _BUFFERS}
+        bad = SimpleNamespace(zero=Signal(), layer=Signal(), align=Signal(), window=Signal(),
+                              version=Signal())
+        last = Array(Signal(16, name=f"last_version_{i}") for i in range(self._layers))
+        stage = Signal(2)
+        m.d.comb += x.checking.eq(x.start | (stage != 0))
+        with m.If(x.start):
+            m.d.sync += [x.start.eq(0), stage.eq(1)]
+            for b in _BUFFERS:
+                size = self._hp_bytes if b == "hp_addr" else f["step_len"] * \
+                    self._buffer_bytes[b]
+                m.d.sync += ends[b].eq(f[b] + size)
+        with m.If(stage == 1):
+            lg = (self._bus_bytes - 1).bit_length()
+            m.d.sync += [
+                bad.zero.eq(f["step_len"] == 0),
+                bad.layer.eq(f["layer"] >= self._layers),
+                bad.align.eq(Cat(*[f[b][:lg] != 0 for b in _BUFFERS]).any()),
+                bad.window.eq(Cat(*[(f[b] < io_base) | (ends[b] > io_end)
+                                    for b in _BUFFERS]).any()),
+                bad.version.eq(f["version"] < last[f["layer"]]),
+                stage.eq(2)]
+        with m.If(stage == 2):
+            e = regmap.ERRORS
+            code = Mux(bad.zero, e["DESC_ZERO_LENGTH"][0],
+                       Mux(bad.layer, e["DESC_UNKNOWN_LAYER"][0],
+                           Mux(bad.align, e["DESC_MISALIGNED"][0],
+                               Mux(bad.window, e["DESC_OUT_OF_WINDOW"][0],
+                                   Mux(bad.version, e["DESC_VERSION_BACKWARDS"][0], 0)))))
+            m.d.sync += stage.eq(0)
+            with m.If(code != 0):
+                m.d.comb += [x.raise_code.eq(code), x.raise_version.eq(f["version"])]
+            with m.Else():
+                m.d.comb += [x.q.w_data.eq(Cat(*x.stage)), x.q.w_en.eq(1)]
+                m.d.sync += last[f["layer"]].eq(f["version"])
