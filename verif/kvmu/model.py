@@ -5,7 +5,7 @@ the counters, the first error and where every stored token's rows must be in mem
 
 An operation is one of
     ``("version", layer, v)``: a command's version announced on ``i_version``;
-    ``("store", layer, group, owner, token)``, optionally with ``fail=`` ``"write"``,
+    ``("store", layer, group, owner, token, step)``, optionally with ``fail=`` ``"write"``,
     ``"offload_read"`` or ``"offload_write"`` (and ``resp=`` 2 SLVERR or 3 DECERR): the
     testbench arms a one-shot fault at the address the replay says the failing transfer uses;
     ``("fetch", layer, group, head, owners, version)``, optionally ``fail="read"`` (``beat=``
@@ -450,3 +450,11 @@ def first_op(cfg, regs, ops, rows, want) -> int:
             return k
         r.apply(k, op)
     raise AssertionError("no such operation")
+
+
+def check_memory(exp: Expected, read) -> None:
+    """Every stored token's rows and every live cluster's sums at their golden addresses;
+    ``read(addr, n)`` returns the memory's bytes (either tier's memory model)."""
+    bad = [key for key, (addr, want) in exp.stored.items()
+           if bytes(read(addr, len(want))) != want]
+    assert not bad, f"{len(bad)} stored rows or sums differ in memory, first {bad[0]}"

@@ -12,7 +12,7 @@ from verif.lib.pauses import crossing, pause
 from verif.lib.payload import pack, unpack
 from verif.lib.scoreboard import compare, compare_counters
 
-from .model import cmd_beats, data_beats, expect, refused
+from .model import check_memory, cmd_beats, data_beats, expect, refused
 
 __all__ = ["run_sim", "run_refused", "COUNTERS"]
 
@@ -164,6 +164,4 @@ def check(exp, got, info, mem, cands):
         assert info["error"], f"no error raised, expected {exp.first_error}"
         assert (info["error_code"], info["error_resp"], info["error_addr"]) == \
             exp.first_error, (info["error_code"], info["error_resp"], info["error_addr"])
-    bad = [(key, addr) for key, (addr, want) in exp.stored.items()
-           if mem.read_bytes(addr, len(want)) != want]
-    assert not bad, f"{len(bad)} stored tokens' rows differ in memory, first {bad[0]}"
+    check_memory(exp, mem.read_bytes)

@@ -19,8 +19,8 @@ from cocotb.triggers import Event, ReadOnly, RisingEdge
 from cocotbext.axi import AxiBus, AxiRam, AxiResp
 
 from rtl import KvMemoryManager
-from verif.kvmu.model import check_scored, cmd_beats, data_beats, expect, random_rows, \
-    registers, synthetic_ops, trace_ops
+from verif.kvmu.model import check_memory, check_scored, cmd_beats, data_beats, expect, \
+    random_rows, registers, synthetic_ops, trace_ops
 from verif.kvmu.sim import COUNTERS
 from verif.lib.cocotb_tb import BlockTB, named
 from verif.lib.pauses import CROSSINGS, pause
@@ -224,9 +224,7 @@ class KvmuTB(BlockTB):
                        int(d.error_addr.value))
             assert int(d.error.value) and got_err == exp.first_error, \
                 (got_err, exp.first_error)
-        bad = [key for key, (addr, want) in exp.stored.items()
-               if bytes(self.ram.read(addr, len(want))) != want]
-        assert not bad, f"{len(bad)} stored tokens' rows differ in memory, first {bad[0]}"
+        check_memory(exp, self.ram.read)
         return exp, run
 
     async def clear_error(self):
