@@ -16,14 +16,18 @@ __all__ = ["buffer_bytes", "check_descriptor"]
 
 
 def buffer_bytes(desc: dict, cfg) -> dict:
-    """The bytes each buffer of a descriptor spans: ``name -> (address, bytes)``."""
+    """The bytes each buffer of a descriptor spans: ``name -> (address, bytes)``; the sink
+    buffers only when ``n_sink`` is not 0."""
     t, d = desc["step_len"], cfg.head_dim
     return {"q_addr": (desc["q_addr"], cfg.n_q_heads * t * d),
             "k_addr": (desc["k_addr"], cfg.n_kv_heads * t * d),
             "k_hash_addr": (desc["k_hash_addr"], cfg.n_kv_heads * t * d),
             "v_addr": (desc["v_addr"], cfg.n_kv_heads * t * d),
             "hp_addr": (desc["hp_addr"], cfg.hash_groups * cfg.n_hp * cfg.hash_dim),
-            "o_addr": (desc["o_addr"], cfg.n_q_heads * t * d * 2)}
+            "o_addr": (desc["o_addr"], cfg.n_q_heads * t * d * 2),
+            **({"sink_k_addr": (desc["sink_k_addr"], cfg.n_kv_heads * desc["n_sink"] * d),
+                "sink_v_addr": (desc["sink_v_addr"], cfg.n_kv_heads * desc["n_sink"] * d)}
+               if desc.get("n_sink", 0) else {})}
 
 
 def check_descriptor(desc: dict, cfg, *, io_base: int, io_size: int, bus_bytes: int,

@@ -144,8 +144,14 @@ DESCRIPTOR = (
     (12, "o_addr", 0, 64, "16-bit output O"),
     (14, "beta_m", 0, 16, "exp unit mantissa of α·log2 e (docs/numerics.md §7)"),
     (14, "beta_shift", 16, 6, "beta_s - exp_frac_bits"),
+    (15, "n_sink", 0, 16, "pinned prompt tokens (D10): the stream's first n_sink tokens, "
+                          "attended by every step, never clustered, stored or fetched"),
+    (16, "token0", 0, 32, "the stream position of the step's first token"),
+    (17, "sink_k_addr", 0, 64, "int8 K of the sink tokens, [kv heads, n_sink, head_dim] "
+                               "(unused when n_sink is 0)"),
+    (19, "sink_v_addr", 0, 64, "int8 V of the sink tokens, the same shape"),
 )
-DESC_WORDS = 16
+DESC_WORDS = 21
 
 
 def build_values(cfg) -> dict:

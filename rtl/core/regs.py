@@ -14,7 +14,9 @@ from vrex import regmap
 __all__ = ["CoreRegisters"]
 
 _OKAY, _SLVERR = 0, 2
-_BUFFERS = ("q_addr", "k_addr", "k_hash_addr", "v_addr", "hp_addr", "o_addr")
+_BUFFERS = ("q_addr", "k_addr", "k_hash_addr", "v_addr", "hp_addr", "o_addr", "sink_k_addr",
+            "sink_v_addr")
+_SINKS = ("sink_k_addr", "sink_v_addr")
 
 
 class CoreRegisters(wiring.Component):
@@ -27,7 +29,7 @@ class CoreRegisters(wiring.Component):
     in its order (zero step length, unknown layer, an address not aligned to ``bus_bytes``,
     a buffer outside the I/O window, a version older than the layer's last accepted one):
     a descriptor that fails is refused with its error code, one that passes is queued
-    (``queue_depth`` deep) and leaves on ``o_desc`` as its 16 words. A word written while
+    (``queue_depth`` deep) and leaves on ``o_desc`` as its words. A word written while
     the queue is full is dropped with ``QUEUE_OVERFLOW``. The sequencer reports completion
     on ``done`` (with ``done_version``) and errors on ``i_error``; the first error since
     the last clear (write 1 to ``ERROR_CODE`` bit 0) is kept. ``irq`` is the OR of
@@ -240,16 +242,23 @@ class CoreRegisters(wiring.Component):
         with m.If(x.start):
             m.d.sync += [x.start.eq(0), stage.eq(1)]
             for b in _BUFFERS:
-                size = self._hp_bytes if b == "hp_addr" else f["step_len"] * \
-                    self._buffer_bytes[b]
+                if b == "hp_addr":
+                    size = self._hp_bytes
+                elif b in _SINKS:
+                    size = f["n_sink"] * self._buffer_bytes["k_addr"]
+                else:
+                    size = f["step_len"] * self._buffer_bytes[b]
                 m.d.sync += ends[b].eq(f[b] + size)
+        def used(b):        # the sink buffers only with sink tokens
+            return (f["n_sink"] != 0) if b in _SINKS else Const(1, 1)
+
         with m.If(stage == 1):
             lg = (self._bus_bytes - 1).bit_length()
             m.d.sync += [
                 bad.zero.eq(f["step_len"] == 0),
                 bad.layer.eq(f["layer"] >= self._layers),
-                bad.align.eq(Cat(*[f[b][:lg] != 0 for b in _BUFFERS]).any()),
-                bad.window.eq(Cat(*[(f[b] < io_base) | (ends[b] > io_end)
+                bad.align.eq(Cat(*[used(b) & (f[b][:lg] != 0) for b in _BUFFERS]).any()),
+                bad.window.eq(Cat(*[used(b) & ((f[b] < io_base) | (ends[b] > io_end))
                                     for b in _BUFFERS]).any()),
                 bad.version.eq(f["version"] < last[f["layer"]]),
                 stage.eq(2)]

@@ -164,9 +164,13 @@ def random_descriptor(rng, cfg, io_base: int, io_size: int, layer=None, version=
     desc = {"version": version, "layer": int(rng.integers(0, cfg.n_layers)) if layer is None
             else layer, "kind": int(rng.integers(0, 2)), "step_len": t,
             "step": int(rng.integers(0, 1 << 16)), "beta_m": int(rng.integers(0, 1 << 16)),
-            "beta_shift": int(rng.integers(0, 64))}
-    for name in ("q_addr", "k_addr", "k_hash_addr", "v_addr", "hp_addr", "o_addr"):
-        desc[name] = 0
+            "beta_shift": int(rng.integers(0, 64)),
+            "n_sink": int(rng.choice([0, int(rng.integers(1, 64))])),
+            "token0": int(rng.integers(0, 1 << 20))}
+    for name in ("q_addr", "k_addr", "k_hash_addr", "v_addr", "hp_addr", "o_addr",
+                 "sink_k_addr", "sink_v_addr"):
+        # without sinks their addresses are not checked: anything, even misaligned
+        desc[name] = int(rng.integers(0, 1 << 40))
     sizes = buffer_bytes(desc, cfg)
     for name, (_, n) in sizes.items():
         hi = (io_size - n) // bus
@@ -183,6 +187,9 @@ def bad_descriptors(rng, cfg, io_base, io_size, version):
     d = good(); d["k_addr"] += 1; out.append(("DESC_MISALIGNED", d))
     d = good(); d["o_addr"] = io_base + io_size; out.append(("DESC_OUT_OF_WINDOW", d))
     d = good(); d["v_addr"] = io_base - cfg.kvmu_bus_bytes; out.append(("DESC_OUT_OF_WINDOW", d))
+    d = good(); d["n_sink"] = 3; d["sink_v_addr"] = io_base + io_size - 16
+    out.append(("DESC_OUT_OF_WINDOW", d))
+    d = good(); d["n_sink"] = 2; d["sink_k_addr"] = io_base + 4; out.append(("DESC_MISALIGNED", d))
     d = good(); d["version"] = version - 1; out.append(("DESC_VERSION_BACKWARDS", d))
     return out
 

@@ -28,6 +28,14 @@ def good(**changes):
     ({"q_addr": IO["io_base"] - 16}, {}, "DESC_OUT_OF_WINDOW"),
     ({"o_addr": IO["io_base"] + IO["io_size"] - 16}, {}, "DESC_OUT_OF_WINDOW"),
     ({"version": 2}, {1: 3}, "DESC_VERSION_BACKWARDS"),
+    ({"sink_k_addr": 3}, {}, "NONE"),                    # no sinks: sink buffers unchecked
+    ({"n_sink": 24, "sink_k_addr": IO["io_base"] + 8,
+      "sink_v_addr": IO["io_base"]}, {}, "DESC_MISALIGNED"),
+    ({"n_sink": 24, "sink_k_addr": IO["io_base"],
+      "sink_v_addr": IO["io_base"] + IO["io_size"] - 3 * 24 * 64 + 16}, {},
+     "DESC_OUT_OF_WINDOW"),
+    ({"n_sink": 24, "sink_k_addr": IO["io_base"],
+      "sink_v_addr": IO["io_base"] + IO["io_size"] - 3 * 24 * 64}, {}, "NONE"),
     ({"version": 2}, {0: 9}, "NONE"),                    # another layer's version
     ({"step_len": 0, "layer": 99, "version": 0}, {1: 3}, "DESC_ZERO_LENGTH"),   # first wins
 ])
