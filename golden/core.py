@@ -10,9 +10,14 @@ are 16-bit and compared without wrap-around: the host resets the core before the
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
 from vrex.regmap import ERRORS
 
-__all__ = ["buffer_bytes", "check_descriptor"]
+__all__ = ["buffer_bytes", "check_descriptor", "HeadResult", "LayerStep", "run_stream"]
 
 
 def buffer_bytes(desc: dict, cfg) -> dict:
@@ -49,3 +54,94 @@ def check_descriptor(desc: dict, cfg, *, io_base: int, io_size: int, bus_bytes: 
     if desc["version"] < last_version.get(desc["layer"], 0):
         return err("DESC_VERSION_BACKWARDS")
     return err("NONE")
+
+
+# --- the core's whole run: what every step and layer must produce --------------------------
+
+@dataclass
+class HeadResult:
+    """One KV head at one (step, layer): its candidate list as scored (cluster ids and past
+    member counts), the candidate indices selected (the WTU's output), the past tokens a
+    fetch delivers (sorted), the attended set's size and the output rows ``o [q heads of
+    the KV head · step_len, head_dim]`` (row r: query head ``h·G_q + r // t``, token
+    ``r mod t``)."""
+    clusters: list
+    counts: list
+    selected: list
+    fetched: list
+    attended: int
+    o: np.ndarray
+
+
+@dataclass
+class LayerStep:
+    """One descriptor's golden results."""
+    step: int
+    layer: int
+    token0: int
+    step_len: int
+    n_sink: int                      # sink tokens attended from the sink buffers
+    hashed: int                      # first token (of the step) hashed and stored
+    beta_m: int
+    beta_shift: int
+    heads: list                      # HeadResult per KV head
+    hashes: np.ndarray               # uint64 [groups, tokens hashed]
+    clusters: np.ndarray             # int [groups, tokens hashed]
+
+
+def run_stream(trace, qt, cfg, steps=None) -> list:
+    """The golden model of the core over a stream: per step (outer) and layer, a
+    :class:`LayerStep`. ReSV as ``golden.resv.run_resv`` runs it (select with the HC table
+    as it stood before the step, then hash and cluster the step's own tokens), light
+    attention (D10, docs/numerics.md §10) of every query row over the sink tokens, its KV
+    head's fetched past tokens and the step's own tokens up to itself, in the integer mode."""
+    from .attn import attend, exp_registers
+    from .numerics import ExpUnit
+    from .resv import run_resv, sink_count
+    if cfg.timing != "same_layer" or cfg.scope != "kv_head" or cfg.numerics != "int" or \
+            cfg.wicsum != "bucket":
+        raise ValueError("the core runs numerics 'int', wicsum 'bucket', scope 'kv_head' and "
+                         "timing 'same_layer'")
+    recorded = []
+    run = run_resv(trace, qt, cfg, [cfg.th_r], record_rows=recorded)
+    by_key = {(r["layer"], r["step"], r["head"]): r for r in recorded}
+    masks = run.masks[cfg.th_r]
+    bounds = trace.step_bounds()
+    n_sink = run.n_sink
+    G, hpg, gq, d = cfg.hash_groups, cfg.heads_per_group, cfg.group_size, cfg.head_dim
+    S = trace.n_steps if steps is None else min(steps, trace.n_steps)
+    out = []
+    for s in range(S):
+        a, b = int(bounds[s]), int(bounds[s + 1])
+        t = b - a
+        for l in range(cfg.n_layers):
+            alpha = float(qt.scale_q[l] * qt.scale_k[l]) / math.sqrt(d)
+            unit = ExpUnit.for_config(alpha, cfg)
+            sinks = min(n_sink, a)
+            heads = []
+            for h in range(cfg.n_kv_heads):
+                g = h // hpg
+                rec = by_key.get((l, s, h))
+                sel = np.flatnonzero(masks[l, s, h, :a])
+                if rec is None:
+                    clusters, counts, chosen = [], [], []
+                else:
+                    clusters = [int(c) for c in rec["cluster"]]
+                    counts = [int(n) for n in rec["count"]]
+                    owners = sorted({int(run.cluster_of[l, g, tok]) for tok in sel})
+                    chosen = [int(np.searchsorted(rec["cluster"], o)) for o in owners]
+                idx = np.concatenate([np.arange(sinks), sel, np.arange(a, b)]).astype(int)
+                q = qt.q[l, h * gq:(h + 1) * gq, a:b].reshape(-1, d)
+                o = attend(q, qt.k[l, h, idx], qt.v[l, h, idx], t, unit, cfg.out_frac_bits,
+                           cfg.score_bits)
+                heads.append(HeadResult(clusters, counts, chosen, [int(x) for x in sel],
+                                        len(idx), o))
+            first = max(a, n_sink)
+            regs = exp_registers(unit)
+            out.append(LayerStep(
+                step=s, layer=l, token0=a, step_len=t, n_sink=sinks,
+                hashed=max(0, first - a), beta_m=regs["beta_m"],
+                beta_shift=regs["beta_shift"], heads=heads,
+                hashes=run.hashes[l, :, first:b].copy(),
+                clusters=run.cluster_of[l, :, first:b].copy()))
+    return out

@@ -61,7 +61,9 @@ class AttentionEngine(wiring.Component):
       word of beat k's token), and n dividers giving ``round_div(Σ p·v · 2**out_frac_bits,
       Σ p)`` on ``o_attn`` (a beat per row and n-dimension tile, ``last`` on the final one).
       The array runs S0, S1, PV0, S2, PV1, ..., so a tile's exp pass hides under the next
-      tile's scores. The attended set stays on chip: ``l <= b_rows``.
+      tile's scores. The attended set stays on chip: ``l <= b_rows``. With ``pairs`` set,
+      ``b`` carries each token's K row then its V row (the KV memory's slot layout, so
+      fetched tokens stream in without a buffer).
 
     Buffers: B whole (``b_rows`` rows of ``k_buf`` values, one memory per row residue mod n,
     so beat k of a tile reads one word of each and picks element k mod n: no transposer); A two
@@ -117,7 +119,8 @@ class AttentionEngine(wiring.Component):
         vec = data.ArrayLayout(signed(8), n)
         self.cmd_layout = data.StructLayout({"kind": 3, "m": 16, "k": 16, "l": 16,
                                              "layer": layer_bits, "step": step_bits,
-                                             "beta_m": 16, "beta_shift": 6, "causal": 16})
+                                             "beta_m": 16, "beta_shift": 6, "causal": 16,
+                                             "pairs": 1})
         self.chunk_layout = data.StructLayout({"data": vec})
         self.bias_layout = data.StructLayout({"data": data.ArrayLayout(signed(acc_bits), n)})
         self.gemm_layout = data.StructLayout({"c": data.ArrayLayout(signed(acc_bits), n),
@@ -358,9 +361,14 @@ class AttentionEngine(wiring.Component):
                 for r, (wr, _) in enumerate(x.b_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.b.payload.data),
                                  wr.en.eq(self.b.valid & (lane == r))]
+                pairs = (cur.kind == Kind.ATTEND) & cur.pairs
                 with m.If(self.b.valid):
-                    row_chunk_step(row, chunk)
-                    with m.If((chunk == kc - 1) & (row == cur.l - 1)):
+                    with m.If(pairs & (chunk == kc - 1)):
+                        m.d.sync += chunk.eq(0)          # this token's V row follows
+                        m.next = "LOAD_V"
+                    with m.Else():
+                        row_chunk_step(row, chunk)
+                    with m.If(~pairs & (chunk == kc - 1) & (row == cur.l - 1)):
                         m.d.sync += row.eq(0)
                         m.next = "RUN"
                         with m.If(cur.kind == Kind.ATTEND):
@@ -373,6 +381,8 @@ class AttentionEngine(wiring.Component):
                     row_chunk_step(row, chunk)
                     with m.If((chunk == kc - 1) & (row == cur.l - 1)):
                         m.next = "RUN"
+                    with m.Elif(cur.pairs & (chunk == kc - 1)):
+                        m.next = "LOAD_B"
             with m.State("RUN"):
                 m.d.comb += start.eq(1)
                 with m.If(x.feed_done & x.out_done & x.score_done):

@@ -206,16 +206,21 @@ def trace_score_commands(preset: str, cfg, n_groups: int, max_rows: int | None =
     return ports, all_beats(heads, cfg.wtu_lanes), heads, run_cfg
 
 
-def attend_command(ports: dict, q, k, v, causal: int, unit, cfg) -> list[dict]:
+def attend_command(ports: dict, q, k, v, causal: int, unit, cfg, pairs: bool = False
+                   ) -> list[dict]:
     """Append a light-attention command (one KV head's query rows over ``l`` tokens whose last
     ``causal`` are the step's own) to ``ports``; return its ``o_attn`` beats
-    (``golden.attn.attend``)."""
+    (``golden.attn.attend``). ``pairs``: K and V rows interleaved per token on ``b``."""
     from golden.attn import attend, attend_rows, exp_registers
     n = cfg.attn_n
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     ports["cmd"].append({"kind": 3, "m": q.shape[0], "k": q.shape[1], "l": k.shape[0],
-                         "causal": causal, **exp_registers(unit)})
-    ports["b"] += chunks(k, n) + chunks(v, n)
+                         "causal": causal, "pairs": int(pairs), **exp_registers(unit)})
+    if pairs:
+        for kr, vr in zip(k, v):
+            ports["b"] += chunks(kr[None], n) + chunks(vr[None], n)
+    else:
+        ports["b"] += chunks(k, n) + chunks(v, n)
     ports["a"] += chunks(q, n)
     return attend_rows(attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits), n)
 

@@ -174,9 +174,10 @@ async def attend_commands(dut, crossing):
     rng = np.random.default_rng(11 + list(CROSSINGS).index(crossing))
     unit = ExpUnit.for_config(3e-3, cfg)
     ports, want_attn = empty_ports(), []
-    for m, d, l, c in ((3, K, 5, 3), (2 * n + 1, 13, n + 3, 0), (3 * 7, 16, L, 7), (4, 9, 1, 1)):
+    for m, d, l, c, pairs in ((3, K, 5, 3, 0), (2 * n + 1, 13, n + 3, 0, 1),
+                              (3 * 7, 16, L, 7, 1), (4, 9, 1, 1, 0)):
         want_attn += attend_command(ports, random_int8(rng, (m, d)), random_int8(rng, (l, d)),
-                                    random_int8(rng, (l, d)), c, unit, cfg)
+                                    random_int8(rng, (l, d)), c, unit, cfg, pairs=pairs)
     want_score = score_command(ports, random_int8(rng, (n + 1, 20)),
                                random_int8(rng, (7, 20)), rng.integers(1, 9, 7), unit, cfg)
     want_gemm = gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)

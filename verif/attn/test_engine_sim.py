@@ -117,14 +117,15 @@ def test_attend_commands(n, cross):
     rng = np.random.default_rng(20 + n + list(CROSSINGS).index(cross))
     unit = ExpUnit.for_config(3e-3, cfg)
     ports, want_attn, want_score = empty_ports(), [], []
-    for m, d, l, c in ((3, 64, 5, 3), (2 * n + 1, 13, n + 3, 0), (3 * 5, 16, 32, 5)):
+    for m, d, l, c, pairs in ((3, 64, 5, 3, 0), (2 * n + 1, 13, n + 3, 0, 1),
+                              (3 * 5, 16, 32, 5, 0), (7, 20, 11, 7, 1)):
         want_attn += attend_command(ports, random_int8(rng, (m, d)), random_int8(rng, (l, d)),
-                                    random_int8(rng, (l, d)), c, unit, cfg)
+                                    random_int8(rng, (l, d)), c, unit, cfg, pairs=pairs)
     want_score += score_command(ports, random_int8(rng, (n + 1, 20)),
                                 random_int8(rng, (7, 20)), rng.integers(1, 9, 7), unit, cfg)
     want_gemm = gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
     _, _, perf = run(cfg, ports, want_gemm, [], want_score, want_attn, cross=cross, seed=7)
-    assert perf["commands"] == 5 and perf["error"] == 0
+    assert perf["commands"] == 6 and perf["error"] == 0
 
 
 @pytest.mark.parametrize("case", ["one_token", "no_fetched", "min", "max", "steep", "wide"])
