@@ -426,15 +426,20 @@ class KvmuReplay:
         self._log(n0)
         return "hc" if fail == "hc" and rec is not None and rec.poisoned else None
 
-    def candidates(self, layer: int, group: int, head: int, step: int) -> list:
+    def candidates(self, layer: int, group: int, head: int, step: int,
+                   counts: bool = False) -> list:
         """The candidate list of (layer, group) at ``step`` for one head of the group:
         ``(cluster, past count, representative key)`` in cluster-id order; its reads are
-        logged and the list kept for fetches by index."""
+        logged and the list kept for fetches by index. ``counts``: the list without the
+        keys (no read; the key is ``None``)."""
         from .numerics import round_div
         geo, out = self.geo, []
         for c in range(self.n_clusters.get((layer, group), 0)):
             rec = self.hc.get((layer, group, c))
             if rec is None or rec.poisoned or rec.past(step) <= 0:
+                continue
+            if counts:
+                out.append((c, rec.past(step), None))
                 continue
             self.ar += split_burst("hc", geo.hc_addr(layer, group, c, head),
                                    geo.hc_head_bytes, geo)

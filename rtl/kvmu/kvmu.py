@@ -111,7 +111,7 @@ class KvMemoryManager(wiring.Component):
         cmd = data.StructLayout({"op": 3, "layer": 8, "group": 8, "head": 8,
                                  "owner": id_bits, "token": token_bits, "step": step_bits,
                                  "version": version_bits, "first": 1, "last": 1,
-                                 "by_index": 1})
+                                 "by_index": 1, "counts": 1})
         cand = data.StructLayout({"data": 8 * bus_bytes, "cluster": id_bits,
                                   "count": count_bits, "first": 1, "end": 1, "error": 1})
         kv = data.StructLayout({"data": 8 * bus_bytes, "token": token_bits, "first": 1,
@@ -871,7 +871,8 @@ class KvMemoryManager(wiring.Component):
 
     def _cand_states(self, m, x, c):
         """The candidate list of (layer, group) at ``step`` for one head: every cluster with
-        past members, in id order, with its representative key (``round_div(sum, count)``
+        past members, in id order (``counts``: one beat each with its past count, no key),
+        with its representative key (``round_div(sum, count)``
         by ``bus_bytes / 4`` restoring dividers, a quotient bit a cycle) and its past count,
         on ``o_cand``; closed by an ``end`` beat holding the number of candidates."""
         a, p, cmd, o = self._axi, self.perf, c.cmd, self.o_cand
@@ -903,7 +904,10 @@ class KvMemoryManager(wiring.Component):
         with m.State("C_CHK2"):
             e = c.ct
             pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
-            with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0)):
+            with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0) & cmd.counts):
+                m.d.sync += [past.eq(pst), word_first.eq(1), cw.eq(0)]
+                m.next = "C_COUNT"
+            with m.Elif(e.valid & ~e.poisoned & (pst[:cb] != 0)):
                 m.d.sync += [cnt.eq(e.count), past.eq(pst), c.hi.eq(0), c.rem.eq(hbeats),
                              c.addr.eq(self._hc_off(c, cmd.head)), c.abase.eq(2),
                              c.ret.eq(3), word_first.eq(1), cw.eq(0)]
@@ -953,6 +957,15 @@ class KvMemoryManager(wiring.Component):
             with m.If(o.ready):
                 m.d.sync += [word_first.eq(0), cw.eq(0)]
                 m.next = "C_NEXT"
+        with m.State("C_COUNT"):
+            # a counts-only list: one beat a candidate, no key read
+            m.d.comb += o.valid.eq(1)
+            with m.If(o.ready):
+                m.d.comb += [x.cm_wr.addr.eq(self._index(c.ctx, c.ncand)),
+                             x.cm_wr.data.eq(c.ci), x.cm_wr.en.eq(1)]
+                m.d.sync += [c.ncand.eq(c.ncand + 1), c.ci.eq(c.ci + 1), word_first.eq(0),
+                             bump(p.candidates)]
+                m.next = "C_RD"
         with m.State("C_NEXT"):
             with m.If(c.wi != c.wbeats):
                 m.next = "C_R"

@@ -103,6 +103,8 @@ def synthetic_ops(cfg, rng, *, steps: int, tokens: int, new_cluster: float = 0.3
                 have = list(range(n_open[l, g]))
                 for j in range(hpg):
                     if cand or by_index:
+                        if rng.random() < 0.3:          # the core's first pass: counts only
+                            ops.append(("cand", l, g, j, s, dict(counts=True)))
                         ops.append(("cand", l, g, j, s))
                     sel = sorted(o for o in have if rng.random() < select)
                     if sel:
@@ -242,10 +244,14 @@ class Replay:
             self._fetch(k, op, opt, bus, bpt, hpg)
         elif kind == "cand":
             _, l, g, j, step = op[:5]
-            got = rp.candidates(l, g, j, step)
+            got = rp.candidates(l, g, j, step, counts=bool(opt.get("counts")))
             self.lists.append(got)
             d = cfg.head_dim
             for c, past, rep in got:
+                if opt.get("counts"):           # counts only: one beat a candidate
+                    self.cand.append(dict(data=0, cluster=c, count=past, first=1, end=0,
+                                          error=0))
+                    continue
                 raw = rep.tobytes()
                 for w in range(0, d, bus):
                     self.cand.append(dict(data=int.from_bytes(raw[w:w + bus], "little"),
@@ -387,7 +393,8 @@ def cmd_beats(op) -> list:
                 for i, o in enumerate(owners)]
     if kind == "cand":
         _, l, g, j, step = op[:5]
-        return [dict(op=CAND, layer=l, group=g, head=j, step=step)]
+        return [dict(op=CAND, layer=l, group=g, head=j, step=step,
+                     counts=int(bool(opt.get("counts"))))]
     if kind == "clear":
         return [dict(op=CLEAR)]
     if kind == "bad":
