@@ -1,7 +1,7 @@
 """The hardware, and nothing else: Amaranth components grouped by block.
 
 ``rtl/lib/`` holds the pieces blocks share; ``rtl/dre/`` the retrieval engine's HCU and WTU;
-``rtl/attn/`` the attention engine's parts; ``rtl/kvmu/`` the KV memory manager. :data:`BLOCKS` is the one registry of
+``rtl/attn/`` the attention engine's parts; ``rtl/kvmu/`` the KV memory manager; ``rtl/core/`` the core that joins them. :data:`BLOCKS` is the one registry of
 synthesisable blocks: emission, lint, synthesis, benches, the demo and the registry test
 iterate it.
 """
@@ -16,9 +16,10 @@ from .dre.hcu import HashClusterUnit
 from .dre.wtu import WicsumThresholdUnit
 from .kvmu.kvmu import KvMemoryManager
 from .core.regs import CoreRegisters
+from .core.core import VrexCore
 
 __all__ = ["BLOCKS", "Block", "HashClusterUnit", "WicsumThresholdUnit", "AttentionEngine",
-           "SystolicArray", "ExpUnit", "KvMemoryManager", "CoreRegisters"]
+           "SystolicArray", "ExpUnit", "KvMemoryManager", "CoreRegisters", "VrexCore"]
 
 
 @dataclass(frozen=True)
@@ -51,4 +52,5 @@ BLOCKS = {
     "attn_exp": Block(ExpUnit, "attn"),
     "kvmu": Block(KvMemoryManager, "kvmu"),
     "core_regs": Block(CoreRegisters, "core"),
+    "core": Block(VrexCore, "core"),
 }

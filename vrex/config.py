@@ -98,7 +98,9 @@ class Config:
         AXI address width; ``kvmu_token_bits`` width of a stream token index;
         ``kvmu_version_bits`` width of a command version.
     Core
-        ``core_queue_depth`` descriptors the host can queue.
+        ``core_queue_depth`` descriptors the host can queue; ``core_dma_depth`` beats the
+        read DMA buffers (a burst is issued only with room for it); ``core_max_tokens`` the
+        longest step (the HCU's assignments of a step wait in a buffer of this many).
     """
 
     # geometry
@@ -161,6 +163,8 @@ class Config:
     kvmu_version_bits: int = 16
     # core
     core_queue_depth: int = 4
+    core_dma_depth: int = 64
+    core_max_tokens: int = 1024
 
     def __post_init__(self):
         def need(cond, name, what):
@@ -441,7 +445,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "kvmu": ("kvmu_clusters", "kvmu_blocks", "kvmu_bus_bytes", "kvmu_max_burst",
              "kvmu_max_reads", "kvmu_max_writes", "kvmu_addr_bits", "kvmu_token_bits",
              "kvmu_version_bits"),
-    "core": ("core_queue_depth",),
+    "core": ("core_queue_depth", "core_dma_depth", "core_max_tokens"),
 }
 
 # a block's parameter name -> the configuration field it comes from, where they differ

@@ -127,6 +127,14 @@ ERRORS = {
                           "full: a token was not stored"),
     "KV_CLUSTER_LOST": (11, "an update of a cluster's sums failed: the cluster is no longer a "
                             "candidate (its KV stays stored)"),
+    "CORE_LIMIT": (12, "a step over a buffer of the build: more candidates than attn_b_rows or "
+                       "wtu_row_entries, an attended set over attn_b_rows, or a step over "
+                       "core_max_tokens (that head's output is not written)"),
+    "KV_STALE": (13, "a fetch was dropped as stale (a newer version of its layer came)"),
+    "KV_REFUSED": (14, "the KVMU refused a command or its registers (memory windows, "
+                       "capacities, MAX_BURST out of range)"),
+    "DRE_REFUSED": (15, "the HCU or the WTU refused its input (a layer beyond the contexts, "
+                        "a step going backwards, a row over wtu_row_entries)"),
 }
 
 # the descriptor, word by word: (word, field, lsb, width, meaning)
@@ -189,7 +197,7 @@ def perf_registers(blocks: dict) -> list[Register]:
     return regs
 
 
-CORE_BLOCKS = ("hcu", "wtu", "attn", "kvmu")   # the blocks whose counters the core exposes
+CORE_BLOCKS = ("hcu", "wtu", "attn", "kvmu", "core")   # the blocks whose counters the core exposes
 
 
 def core_blocks() -> dict:

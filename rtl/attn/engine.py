@@ -591,8 +591,9 @@ class AttentionEngine(wiring.Component):
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
         m.d.comb += take.eq(arr.o.valid & arr.o.ready)
-        with m.If(take):
+        with m.If(take & is_hash):          # (another kind's tiles must not leave bits)
             m.d.sync += acc[o.row].eq(Mux(emit_hash, 0, word[:self._n_hp]))
+        with m.If(take):
             with m.If(o.last):
                 with m.If(out_j == last_j):
                     m.d.sync += out_j.eq(0)

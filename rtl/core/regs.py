@@ -189,7 +189,8 @@ class CoreRegisters(wiring.Component):
                         m.d.sync += s("bresp").eq(_OKAY)
                         self._write(m, x, r, wd, mask)
         # reads
-        m.d.comb += s("arready").eq(~s("rvalid"))
+        # no read while a descriptor is checked: STATUS then already counts it
+        m.d.comb += s("arready").eq(~s("rvalid") & ~x.checking)
         with m.If(s("rvalid") & s("rready")):
             m.d.sync += s("rvalid").eq(0)
         with m.If(s("arvalid") & s("arready")):

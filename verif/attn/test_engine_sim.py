@@ -224,3 +224,25 @@ def test_engine_n32_elaborates():
     dut = AttentionEngine.from_config(cfg)
     text = rtlil.convert(dut, name="attn")
     assert "pe_31_31_acc" in text and dut.wtu_lanes < dut.n
+
+
+@pytest.mark.parametrize("before", ["attend", "gemm", "score"])
+def test_hash_after_other_kinds(before):
+    """A hash command right after another kind's tiles: the hash words start clean (light
+    attention's P·V tiles once left bits in the hash accumulators; the core runs attention
+    then hashing every layer)."""
+    cfg = Config(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, attn_b_rows=64)
+    rng = np.random.default_rng(61)
+    unit = ExpUnit.for_config(3e-3, cfg)
+    ports, wa, ws, wg = empty_ports(), [], [], []
+    if before == "attend":
+        wa = attend_command(ports, random_int8(rng, (20, 16)), random_int8(rng, (26, 16)),
+                            random_int8(rng, (26, 16)), 10, unit, cfg, pairs=True)
+    elif before == "gemm":
+        wg = gemm_command(ports, random_int8(rng, (5, 20)), random_int8(rng, (11, 20)), 8)
+    else:
+        ws = score_command(ports, random_int8(rng, (20, 16)), random_int8(rng, (10, 16)),
+                           rng.integers(1, 9, 10), unit, cfg)
+    wh = hash_command(ports, random_int8(rng, (10, 32)), random_int8(rng, (32, 32)), None, 8,
+                      layer=1, step=2)
+    run(cfg, ports, wg, wh, ws, wa, cross="both", seed=3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from amaranth.sim import Simulator
 
 from rtl import CoreRegisters
+from verif.lib.axil_sim import AxiLiteHost
 from verif.lib.pauses import crossing
 from vrex import regmap
 
@@ -22,39 +23,9 @@ def run_regs(cfg, actions, *, cross: str = "none", seed: int = 0):
     s = lambda n: getattr(dut, f"s_axil_{n}")
     log = []
 
-    async def wait(ctx, pauses):
-        while next(pauses):
-            await ctx.tick()
-
-    async def write(ctx, off, data, strb):
-        await wait(ctx, src)
-        ctx.set(s("awaddr"), off)
-        ctx.set(s("awvalid"), 1)
-        await ctx.tick().until(s("awready"))
-        ctx.set(s("awvalid"), 0)
-        await wait(ctx, src)
-        ctx.set(s("wdata"), data)
-        ctx.set(s("wstrb"), strb)
-        ctx.set(s("wvalid"), 1)
-        await ctx.tick().until(s("wready"))
-        ctx.set(s("wvalid"), 0)
-        await wait(ctx, snk)
-        ctx.set(s("bready"), 1)
-        (resp,) = await ctx.tick().sample(s("bresp")).until(s("bvalid"))
-        ctx.set(s("bready"), 0)
-        return resp
-
-    async def read(ctx, off):
-        await wait(ctx, src)
-        ctx.set(s("araddr"), off)
-        ctx.set(s("arvalid"), 1)
-        await ctx.tick().until(s("arready"))
-        ctx.set(s("arvalid"), 0)
-        await wait(ctx, snk)
-        ctx.set(s("rready"), 1)
-        data, resp = await ctx.tick().sample(s("rdata"), s("rresp")).until(s("rvalid"))
-        ctx.set(s("rready"), 0)
-        return data, resp
+    bus = AxiLiteHost(dut, src=src, snk=snk)
+    write = lambda ctx, off, data, strb: bus.write(ctx, off, data, strb)
+    read = bus.read
 
     async def host(ctx):
         for k, v in enumerate(perf):

@@ -1,7 +1,9 @@
 """An AXI4 slave memory for the Amaranth simulator (the fast tier of a block with a bus):
 the same contract the cocotb tier gets from cocotbext-axi's ``AxiRam``, with every channel
 paused by a pause generator, a read and a write-response latency in cycles, one-shot faults
-that answer SLVERR or DECERR at a chosen address, and a log of every burst. It checks the
+that answer SLVERR or DECERR at a chosen address, and a log of every burst. Responses come in
+order and carry their burst's ID; byte strobes are honoured (``full_strobes`` asserts the
+master never writes a partial beat). It checks the
 master's side of the protocol as it goes: INCR bursts of the bus width, no 4 KB crossing,
 ``wlast`` exactly on the burst's last beat, at most 256 beats.
 """
@@ -18,8 +20,9 @@ class AxiMemSim:
     """A sparse byte memory behind the ``{prefix}_*`` AXI4 ports of ``dut``."""
 
     def __init__(self, dut, *, bus_bytes: int, prefix: str = "m_axi", latency: int = 0,
-                 pauses: dict | None = None):
+                 pauses: dict | None = None, full_strobes: bool = True):
         self.dut, self.bus, self.prefix = dut, bus_bytes, prefix
+        self.full_strobes = full_strobes
         self.latency = latency
         self.pauses = {ch: no_pause() for ch in ("ar", "r", "aw", "w", "b")}
         self.pauses.update(pauses or {})
@@ -56,8 +59,9 @@ class AxiMemSim:
             ctx.set(s("arready"), arready)
             rvalid = False
             if q and cycle >= q[0][2] + self.latency and not next(self.pauses["r"]):
-                addr, beats, _ = q[0]
+                addr, beats, _, rid = q[0]
                 a = addr + beat * self.bus
+                ctx.set(s("rid"), rid)
                 if held is None:
                     held = self.faults.pop(("read", a), 0)
                 resp = held
@@ -70,7 +74,7 @@ class AxiMemSim:
             if arready and ctx.get(s("arvalid")):
                 addr, beats = ctx.get(s("araddr")), ctx.get(s("arlen")) + 1
                 self._check("AR", addr, beats, ctx.get(s("arsize")), ctx.get(s("arburst")))
-                q.append((addr, beats, cycle + 1))
+                q.append((addr, beats, cycle + 1, ctx.get(s("arid"))))
                 self.ar_log.append((addr, beats * self.bus))
             if rvalid and ctx.get(s("rready")):
                 held = None
@@ -93,12 +97,18 @@ class AxiMemSim:
                 not next(self.pauses["b"])
             ctx.set(s("bvalid"), bvalid)
             ctx.set(s("bresp"), bq[0][0] if bvalid else 0)
+            ctx.set(s("bid"), bq[0][2] if bvalid else 0)
             await ctx.delay(1e-9)
             if wready and ctx.get(s("wvalid")):
-                addr, beats = aws[0]
+                addr, beats, wid = aws[0]
                 a = addr + beat * self.bus
-                assert ctx.get(s("wstrb")) == (1 << self.bus) - 1
-                self.write_bytes(a, ctx.get(s("wdata")).to_bytes(self.bus, "little"))
+                strb = ctx.get(s("wstrb"))
+                if self.full_strobes:
+                    assert strb == (1 << self.bus) - 1
+                raw = ctx.get(s("wdata")).to_bytes(self.bus, "little")
+                for i in range(self.bus):
+                    if strb >> i & 1:
+                        self.mem[a + i] = raw[i]
                 resp = resp or self.faults.pop(("write", a), 0)
                 last = bool(ctx.get(s("wlast")))
                 assert last == (beat == beats - 1), \
@@ -106,12 +116,12 @@ class AxiMemSim:
                 beat += 1
                 if last:
                     aws.popleft()
-                    bq.append((resp, cycle + 1))
+                    bq.append((resp, cycle + 1, wid))
                     beat, resp = 0, 0
             if awready and ctx.get(s("awvalid")):
                 addr, beats = ctx.get(s("awaddr")), ctx.get(s("awlen")) + 1
                 self._check("AW", addr, beats, ctx.get(s("awsize")), ctx.get(s("awburst")))
-                aws.append((addr, beats))
+                aws.append((addr, beats, ctx.get(s("awid"))))
                 self.aw_log.append((addr, beats * self.bus))
             if bvalid and ctx.get(s("bready")):
                 bq.popleft()

@@ -1,0 +1,688 @@
+"""The V-Rex core: the host interface, the retrieval engine (HCU, WTU, KVMU) and the attention
+engine joined by a sequencer that runs one descriptor (one layer of one step) at a time."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2, exact_log2
+
+from vrex import regmap
+from vrex.rules import ParameterError
+
+from ..attn.engine import AttentionEngine, Kind
+from ..dre.hcu import HashClusterUnit
+from ..dre.wtu import WicsumThresholdUnit
+from ..kvmu.axi import axi4_master_members
+from ..kvmu.kvmu import KvMemoryManager
+from ..lib import counter_layout
+from .dma import AxiJoin, DmaReader, OutputWriter, Repack
+from .regs import CoreRegisters
+
+__all__ = ["VrexCore"]
+
+# DMA destinations
+_A, _B, _KV = 0, 1, 2
+# where the engine's B operand comes from
+_SRC_DMA, _SRC_CAND, _SRC_KV = 0, 1, 2
+
+_E = regmap.ERRORS
+
+
+def core_rules(cfg):
+    """What the sequencer needs of a build (``ParameterError`` with the rule)."""
+    d, n, bus = cfg.head_dim, cfg.attn_n, cfg.kvmu_bus_bytes
+    if d % bus or d % n:
+        raise ParameterError(f"head_dim ({d}) must be a multiple of kvmu_bus_bytes ({bus}) "
+                             f"and of attn_n ({n}): rows move as whole bus words and chunks")
+    if cfg.hash_dim > cfg.attn_k_buf:
+        raise ParameterError(f"attn_k_buf ({cfg.attn_k_buf}) must hold a hash input row "
+                             f"(hash_dim {cfg.hash_dim})")
+    if max(2 * n, bus) % min(2 * n, bus):
+        raise ParameterError(f"an output beat (2·attn_n = {2 * n} bytes) and the bus "
+                             f"({bus} bytes): one must divide the other")
+    if cfg.contexts < cfg.n_layers * cfg.hash_groups:
+        raise ParameterError(f"hcu_contexts ({cfg.contexts}) must cover n_layers · "
+                             f"hash_groups ({cfg.n_layers * cfg.hash_groups}): the core does "
+                             f"not save and restore HCU contexts yet")
+    if not (isinstance(cfg.core_max_tokens, int) and 1 <= cfg.core_max_tokens and
+            cfg.core_max_tokens * cfg.group_size < 1 << 16):
+        raise ParameterError(f"core_max_tokens must be a positive integer with "
+                             f"core_max_tokens · group_size below 65536 (a command's rows), "
+                             f"not {cfg.core_max_tokens!r}")
+    if cfg.attn_b_rows % cfg.attn_n:
+        raise ParameterError("attn_b_rows must be a multiple of attn_n")
+    beats = 2 * cfg.heads_per_group * d // bus
+    if not isinstance(cfg.core_dma_depth, int) or cfg.core_dma_depth < max(16, beats):
+        raise ParameterError(f"core_dma_depth ({cfg.core_dma_depth}) must hold one token's "
+                             f"K and V rows of a hash group ({beats} beats)")
+
+
+class VrexCore(wiring.Component):
+    """One Verilog core: ``s_axil_*`` registers (``vrex.regmap``), one AXI4 master
+    ``m_axi_*`` and ``irq``.
+
+    A descriptor (one layer of one step, docs/core.md) runs as: announce its version to the
+    KVMU; per KV head h, the candidate list's counts (``CAND`` counts only), the scoring
+    command (counts as the engine's column vector, the representative keys from a second
+    ``CAND`` into B, the head's query rows into A) whose rows go straight into the WTU, the
+    WTU's selection kept, the attended set's size (sinks + the selected clusters' past
+    counts + the step's tokens), the light-attention command with K and V in pairs: the
+    fetched clusters (``FETCH`` by candidate index, straight from ``o_kv``), the sink rows
+    and the step's own rows (read DMA), then the query rows; the output rows written to O.
+    Then per hash group: the hash command (hyperplanes into B, the group's hash-input rows
+    of the non-sink tokens into A) whose words go straight into the HCU; the HCU's
+    assignments queued; each token stored (``STORE``) once its K and V rows are in the read
+    DMA without error. The selection reads the HC table as it stood before the step (the
+    golden model's order, ``golden.resv``).
+
+    Errors (``ERROR_CODE``, the first kept): the blocks' refusals and bus errors mapped to
+    the map's codes; the descriptor still runs to its end (nothing hangs), and once a read
+    failed no token of it is stored. A soft reset stops issuing bus addresses, lets every
+    outstanding burst finish (a write burst completed with no byte enabled), then resets
+    every block: a new stream.
+    """
+
+    PERF = ("descriptors", "busy", "predict", "attend", "hash", "store", "dma_bursts",
+            "dma_beats", "out_bursts", "errors")
+
+    def __init__(self, cfg):
+        core_rules(cfg)
+        self._cfg = cfg
+        self.engine = AttentionEngine.from_config(cfg)
+        self.hcu = HashClusterUnit.from_config(cfg)
+        self.wtu = WicsumThresholdUnit.from_config(cfg)
+        self.kvmu = KvMemoryManager.from_config(cfg)
+        perf = tuple(r.name[5:].lower() for r in regmap.perf_registers(regmap.core_blocks()))
+        self.regs = CoreRegisters(**cfg.block_params("core_regs"), perf=perf)
+        self._perf_names = perf
+        ab = cfg.kvmu_addr_bits
+        self.perf_layout = counter_layout(self.PERF, cfg.counter_bits)
+        r = self.regs.signature.members
+        super().__init__({
+            **{k: v for k, v in r.items() if k.startswith("s_axil_")},
+            **axi4_master_members("m_axi", ab, 8 * cfg.kvmu_bus_bytes),
+            "irq": Out(1),
+            "perf": Out(self.perf_layout),
+        })
+
+    @classmethod
+    def from_config(cls, cfg) -> "VrexCore":
+        return cls(cfg)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._cfg
+        x = SimpleNamespace()
+        x.reset_blocks = Signal()
+        x.clear_errs = Signal()            # a descriptor starts: the movers' errors clear
+        m.submodules.regs = regs = self.regs
+        rst = lambda e: ResetInserter(x.reset_blocks)(e)
+        m.submodules.engine = rst(self.engine)
+        m.submodules.hcu = rst(self.hcu)
+        m.submodules.wtu = rst(self.wtu)
+        m.submodules.kvmu = rst(self.kvmu)
+        x.dma = DmaReader(bus_bytes=cfg.kvmu_bus_bytes, addr_bits=cfg.kvmu_addr_bits,
+                          burst=16, depth=cfg.core_dma_depth)
+        x.out = OutputWriter(n=cfg.attn_n, value_bits=8 + cfg.out_frac_bits,
+                             row_values=cfg.head_dim, bus_bytes=cfg.kvmu_bus_bytes,
+                             addr_bits=cfg.kvmu_addr_bits)
+        x.join = AxiJoin(addr_bits=cfg.kvmu_addr_bits, bus_bytes=cfg.kvmu_bus_bytes)
+        m.submodules.dma, m.submodules.out = rst(x.dma), rst(x.out)
+        m.submodules.join = x.join
+        x.rep_a = Repack(cfg.kvmu_bus_bytes, cfg.attn_n)
+        x.rep_b = Repack(cfg.kvmu_bus_bytes, cfg.attn_n)
+        m.submodules.rep_a, m.submodules.rep_b = rst(x.rep_a), rst(x.rep_b)
+        self._host(m, x)
+        self._bus(m, x)
+        self._datapath(m, x)
+        self._sequencer(m, x)
+        self._counters(m, x)
+        return m
+
+    # --- the host side -----------------------------------------------------------------------
+    def _host(self, m, x):
+        cfg, regs = self._cfg, self.regs
+        for k in self.signature.members:
+            if k.startswith("s_axil_"):
+                port, inner = getattr(self, k), getattr(regs, k)
+                if self.signature.members[k].flow == In:
+                    m.d.comb += inner.eq(port)
+                else:
+                    m.d.comb += port.eq(inner)
+        m.d.comb += self.irq.eq(regs.irq)
+        hpg = cfg.heads_per_group
+        ab = cfg.kvmu_addr_bits
+        k = self.kvmu
+        near_slots, far_slots = Signal(32), Signal(32)
+        m.d.sync += [near_slots.eq(regs.near_blocks // hpg), far_slots.eq(regs.far_blocks // hpg)]
+        m.d.comb += [
+            k.near_base.eq(Cat(regs.near_base_lo, regs.near_base_hi)[:ab]),
+            k.far_base.eq(Cat(regs.far_base_lo, regs.far_base_hi)[:ab]),
+            k.hc_base.eq(Cat(regs.hc_base_lo, regs.hc_base_hi)[:ab]),
+            k.near_slots.eq(Mux(near_slots >> len(k.near_slots) != 0,
+                                (1 << len(k.near_slots)) - 1, near_slots)),
+            k.far_slots.eq(Mux(far_slots >> len(k.far_slots) != 0,
+                               (1 << len(k.far_slots)) - 1, far_slots)),
+            k.max_burst.eq(Mux(regs.max_burst > 256, 0, regs.max_burst)),
+            self.hcu.th_hd.eq(regs.th_hd[:len(self.hcu.th_hd)]),
+            self.hcu.max_age.eq(regs.age[:len(self.hcu.max_age)]),
+            self.hcu.age_limit.eq(regs.age[16]),
+            self.wtu.th_r.eq(regs.th_r[:len(self.wtu.th_r)]),
+        ]
+        # soft reset: stop issuing, let every burst finish, then reset the blocks
+        x.resetting = Signal()
+        with m.If(regs.soft_reset):
+            m.d.sync += x.resetting.eq(1)
+        with m.Elif(x.resetting & x.join.quiet):
+            m.d.comb += x.reset_blocks.eq(1)
+            m.d.sync += x.resetting.eq(0)
+        m.d.comb += x.join.abort.eq(x.resetting)
+        perf = []
+        for name, blk in (("hcu", self.hcu), ("wtu", self.wtu), ("attn", self.engine),
+                          ("kvmu", self.kvmu), ("core", self)):
+            for c in type(blk).PERF:
+                perf.append(getattr(blk.perf, c))
+        for i, v in enumerate(perf):
+            m.d.comb += regs.perf_in[i].eq(v)
+
+    def _bus(self, m, x):
+        j, k = x.join, self.kvmu
+        for name in axi4_master_members("m_axi", 1, 8).keys():
+            f = name[6:]
+            mine, a = getattr(self, name), getattr(j, name)
+            if self.signature.members[name].flow == Out:
+                m.d.comb += mine.eq(a)
+            else:
+                m.d.comb += a.eq(mine)
+            ka, jb = getattr(k, name), getattr(j, f"a_{f}")
+            if k.signature.members[name].flow == Out:
+                m.d.comb += jb.eq(ka)
+            else:
+                m.d.comb += ka.eq(jb)
+            src = x.dma if f.startswith(("ar", "r")) else x.out
+            if f in ("arid", "awid"):
+                pass
+            sb = getattr(src, name)
+            if src.signature.members[name].flow == Out:
+                m.d.comb += getattr(j, f"b_{f}").eq(sb)
+            else:
+                m.d.comb += sb.eq(getattr(j, f"b_{f}"))
+
+    # --- the data paths between blocks ---------------------------------------------------
+    def _datapath(self, m, x):
+        e, h, w, k, d = self.engine, self.hcu, self.wtu, self.kvmu, x.dma
+        wiring.connect(m, e.o_hash, h.i)
+        wiring.connect(m, e.o_score, w.i)
+        wiring.connect(m, e.o_attn, x.out.i)
+        wiring.connect(m, x.rep_a.o, e.a)
+        wiring.connect(m, x.rep_b.o, e.b)
+        m.d.comb += e.o_gemm.ready.eq(1)
+        x.b_src = Signal(2)
+        x.drop_kv = Signal()               # a read failed: the store data is dropped
+        dest = d.o.payload.dest
+        ra, rb = x.rep_a.i, x.rep_b.i
+        m.d.comb += [ra.payload.eq(d.o.payload.data), k.i_data.payload.eq(d.o.payload.data),
+                     ra.valid.eq(d.o.valid & (dest == _A)),
+                     k.i_data.valid.eq(d.o.valid & (dest == _KV) & ~x.drop_kv)]
+        with m.Switch(x.b_src):
+            with m.Case(_SRC_DMA):
+                m.d.comb += [rb.payload.eq(d.o.payload.data),
+                             rb.valid.eq(d.o.valid & (dest == _B))]
+            with m.Case(_SRC_CAND):
+                m.d.comb += [rb.payload.eq(k.o_cand.payload.data),
+                             rb.valid.eq(k.o_cand.valid & ~k.o_cand.payload.end)]
+            with m.Case(_SRC_KV):
+                m.d.comb += [rb.payload.eq(k.o_kv.payload.data),
+                             rb.valid.eq(k.o_kv.valid & ~k.o_kv.payload.end)]
+        m.d.comb += d.o.ready.eq(Mux(dest == _A, ra.ready,
+                                     Mux(dest == _B, (x.b_src == _SRC_DMA) & rb.ready,
+                                         x.drop_kv | k.i_data.ready)))
+        # the ends of candidate lists and fetches are the sequencer's
+        x.cand_end = Signal()
+        x.kv_end = Signal()
+        x.cand_take = Signal()            # the sequencer takes o_cand beats itself
+        m.d.comb += [
+            k.o_cand.ready.eq(Mux(x.cand_take, 1, (x.b_src == _SRC_CAND) &
+                                  (rb.ready | k.o_cand.payload.end))),
+            k.o_kv.ready.eq((x.b_src == _SRC_KV) & (rb.ready | k.o_kv.payload.end)),
+        ]
+
+    # --- the sequencer -------------------------------------------------------------------
+    def _sequencer(self, top, x):
+        """The sequencer's FSM, in its own module so the soft reset clears all its state."""
+        m = Module()
+        top.submodules.seq = ResetInserter(x.reset_blocks)(m)
+        cfg = self._cfg
+        e, h, w, k, regs = self.engine, self.hcu, self.wtu, self.kvmu, self.regs
+        n, d, bus = cfg.attn_n, cfg.head_dim, cfg.kvmu_bus_bytes
+        gq, hpg, G, Hkv = cfg.group_size, cfg.heads_per_group, cfg.hash_groups, cfg.n_kv_heads
+        ab = cfg.kvmu_addr_bits
+        brows = cfg.attn_b_rows
+        row_beats = d // bus
+
+        # the descriptor's fields
+        words = regs.o_desc.payload
+        f = {}
+        for word, name, lsb, width, _ in regmap.DESCRIPTOR:
+            lo = Cat(*[words[word + i] for i in range((lsb + width + 31) // 32)])
+            f[name] = lo[lsb:lsb + width]
+        dsc = {name: Signal(len(v), name=f"d_{name}") for name, v in f.items()}
+        t = dsc["step_len"]
+        sinks = Signal(16)          # sink tokens attended from the sink buffers
+        skip = Signal(16)           # the step's own tokens that are sinks (not hashed)
+        nh = Signal(16)             # tokens hashed and stored
+        rows = Signal(24)           # query rows of a KV head: G_q · t
+        token_beats = 2 * hpg * row_beats
+
+        # the programs of the read DMA: a two-level loop of jobs, in pairs (K then V) or not
+        prog_t = data.StructLayout({"b0": ab, "b1": ab, "beats": 16, "n_out": 16, "n_in": 8,
+                                    "s_out": ab, "s_in": ab, "pair": 1, "dest": 2})
+        pq = fifo.SyncFIFOBuffered(width=prog_t.size, depth=4)
+        m.submodules.programs = ResetInserter(x.reset_blocks)(pq)
+        prog = Signal(prog_t)
+        pw = Signal(prog_t)
+        m.d.comb += pq.w_data.eq(pw)
+        self._jobgen(m, x, pq, prog_t)
+
+        # the counts of the candidate list (n a word) and the selected candidate indices
+        cm = memory.Memory(shape=data.ArrayLayout(cfg.count_bits, n), depth=brows // n,
+                           init=[])
+        m.submodules.counts = cm
+        cm_w, cm_r = cm.write_port(), cm.read_port(domain="comb")
+        cm_f = cm.read_port(domain="comb")
+        sm = memory.Memory(shape=len(w.o.payload.cluster), depth=brows, init=[])
+        m.submodules.selected = sm
+        sm_w, sm_r = sm.write_port(), sm.read_port(domain="comb")
+        cw = Signal(data.ArrayLayout(cfg.count_bits, n))
+        ncand = Signal(16)
+        nsel = Signal(16)
+        fetched = Signal(24)        # the selected clusters' past tokens
+        i = Signal(16)
+        attend_len = Signal(24)
+
+        # the HCU's assignments of a group's tokens, in order
+        aq = fifo.SyncFIFOBuffered(width=len(h.o.payload.cluster), depth=cfg.core_max_tokens)
+        m.submodules.assign = ResetInserter(x.reset_blocks)(aq)
+        m.d.comb += [aq.w_data.eq(h.o.payload.cluster), aq.w_en.eq(h.o.valid),
+                     h.o.ready.eq(aq.w_rdy)]
+
+        head = Signal(8)
+        grp = Signal(8)
+        gi, gj = Signal(8), Signal(8)         # head's group and index in the group
+        ptr = SimpleNamespace(q=Signal(ab), k=Signal(ab), v=Signal(ab), o=Signal(ab),
+                              sk=Signal(ab), sv=Signal(ab), kh=Signal(ab), kg=Signal(ab),
+                              vg=Signal(ab), hp=Signal(ab))
+        x.err_code = Signal(8)
+        x.err_addr = Signal(64)
+        x.failed = Signal()                   # this descriptor met an error
+        x.attn_done = Signal()
+        with m.If(e.o_attn.valid & e.o_attn.ready & e.o_attn.payload.last):
+            m.d.sync += x.attn_done.eq(1)
+        x.phase = Signal(3)                   # 0 idle, 1 predict, 2 attend, 3 hash, 4 store
+        stores_left = Signal(16)
+        kv_base = Signal(32)                  # the DMA's K/V beats received before the group
+        kv_rx = Signal(32)
+        m.d.comb += kv_rx.eq(x.dma.received - kv_base)
+        stored = Signal(16)
+
+        def raise_error(code, addr=0):
+            m.d.comb += [x.err_code.eq(code), x.err_addr.eq(addr)]
+            m.d.sync += x.failed.eq(1)
+
+        def push(**fields):
+            m.d.comb += pq.w_en.eq(1)
+            for key, v in fields.items():
+                m.d.comb += getattr(pw, key).eq(v)
+
+        def engine_cmd(**fields):
+            m.d.comb += e.cmd.valid.eq(1)
+            for key, v in fields.items():
+                m.d.comb += getattr(e.cmd.payload, key).eq(v)
+
+        def kvmu_cmd(**fields):
+            m.d.comb += k.i_cmd.valid.eq(1)
+            for key, v in fields.items():
+                m.d.comb += getattr(k.i_cmd.payload, key).eq(v)
+
+        beta = dict(beta_m=dsc["beta_m"], beta_shift=dsc["beta_shift"])
+        m.d.comb += x.out.base.eq(ptr.o)
+        m.d.comb += [regs.busy.eq(x.phase != 0)]
+        with m.FSM(name="seq") as fsm:
+            with m.State("IDLE"):
+                m.d.comb += regs.o_desc.ready.eq(regs.ctrl[0] & ~x.resetting)
+                with m.If(regs.o_desc.valid & regs.ctrl[0] & ~x.resetting):
+                    m.d.sync += [v.eq(f[name]) for name, v in dsc.items()]
+                    m.d.sync += [x.failed.eq(0), x.phase.eq(1)]
+                    m.d.comb += x.clear_errs.eq(1)
+                    m.next = "SETUP"
+            with m.State("SETUP"):
+                past_sink = dsc["n_sink"] > dsc["token0"]
+                left = dsc["n_sink"] - dsc["token0"]
+                m.d.sync += [
+                    sinks.eq(Mux(past_sink, dsc["token0"], dsc["n_sink"])),
+                    skip.eq(Mux(past_sink, Mux(left > t, t, left), 0)),
+                    rows.eq(t * gq),
+                    head.eq(0), gi.eq(0), gj.eq(0),
+                    ptr.q.eq(dsc["q_addr"]), ptr.k.eq(dsc["k_addr"]), ptr.v.eq(dsc["v_addr"]),
+                    ptr.o.eq(dsc["o_addr"]), ptr.sk.eq(dsc["sink_k_addr"]),
+                    ptr.sv.eq(dsc["sink_v_addr"])]
+                m.next = "SETUP2"
+            with m.State("SETUP2"):
+                m.d.sync += nh.eq(t - skip)
+                with m.If(t > cfg.core_max_tokens):
+                    raise_error(_E["CORE_LIMIT"][0])
+                    m.next = "FINISH"
+                with m.Else():
+                    m.next = "VERSION"
+            with m.State("VERSION"):
+                m.d.comb += [k.i_version.valid.eq(1), k.i_version.payload.layer.eq(dsc["layer"]),
+                             k.i_version.payload.version.eq(dsc["version"])]
+                with m.If(k.i_version.ready):
+                    m.next = "H_COUNTS"
+
+            # --- per KV head: counts, score, select, attend ---------------------------
+            with m.State("H_COUNTS"):
+                kvmu_cmd(op=KvMemoryManager.CAND, layer=dsc["layer"], group=gi, head=gj,
+                         step=dsc["step"], counts=1)
+                m.d.sync += [ncand.eq(0), cw.eq(0), nsel.eq(0), fetched.eq(0), x.phase.eq(1)]
+                with m.If(k.i_cmd.ready):
+                    m.next = "H_COUNTS_RX"
+            with m.State("H_COUNTS_RX"):
+                m.d.comb += x.cand_take.eq(1)
+                c = k.o_cand
+                lane = ncand[:exact_log2(n)] if n > 1 else Const(0, 1)
+                with m.If(c.valid & ~c.payload.end):
+                    m.d.sync += ncand.eq(ncand + 1)
+                    for ln in range(n):
+                        with m.If(lane == ln):
+                            m.d.sync += cw[ln].eq(c.payload.count)
+                    with m.If((lane == n - 1) & (ncand < brows)):
+                        m.d.comb += [cm_w.addr.eq(ncand >> exact_log2(n)), cm_w.en.eq(1)]
+                        m.d.comb += cm_w.data.as_value().eq(
+                            Cat(*[cw[ln] for ln in range(n - 1)], c.payload.count))
+                        m.d.sync += cw.eq(0)
+                with m.If(c.valid & c.payload.end):
+                    with m.If(c.payload.error):
+                        raise_error(_E["KV_CLUSTER_LOST"][0])
+                    with m.If(ncand[:exact_log2(n)] != 0 if n > 1 else Const(0)):
+                        m.d.comb += [cm_w.addr.eq(ncand >> exact_log2(n)), cm_w.en.eq(1),
+                                     cm_w.data.eq(cw)]
+                    with m.If(ncand == 0):
+                        m.next = "H_ATTEND"
+                    with m.Elif((ncand > brows) | (ncand > cfg.wtu_row_entries)):
+                        raise_error(_E["CORE_LIMIT"][0])
+                        m.next = "H_NEXT"
+                    with m.Else():
+                        m.next = "H_SCORE"
+            with m.State("H_SCORE"):
+                engine_cmd(kind=Kind.SCORE, m=rows, k=d, l=ncand, **beta)
+                with m.If(e.cmd.ready):
+                    m.d.sync += i.eq(0)
+                    m.next = "H_SCORE_Q"
+            with m.State("H_SCORE_Q"):
+                push(b0=ptr.q, beats=rows * row_beats, n_out=1, n_in=1, dest=_A)
+                with m.If(pq.w_rdy):
+                    m.next = "H_SCORE_BIAS"
+            with m.State("H_SCORE_BIAS"):
+                m.d.comb += [cm_r.addr.eq(i), e.bias.valid.eq(1)]
+                for ln in range(n):
+                    m.d.comb += e.bias.payload.data[ln].eq(cm_r.data[ln])
+                with m.If(e.bias.ready):
+                    m.d.sync += i.eq(i + 1)
+                    with m.If(((i + 1) << exact_log2(n)) >= ncand):
+                        m.next = "H_SCORE_KEYS"
+            with m.State("H_SCORE_KEYS"):
+                kvmu_cmd(op=KvMemoryManager.CAND, layer=dsc["layer"], group=gi, head=gj,
+                         step=dsc["step"], counts=0)
+                with m.If(k.i_cmd.ready):
+                    m.d.sync += x.b_src.eq(_SRC_CAND)
+                    m.next = "H_SCORE_RX"
+            with m.State("H_SCORE_RX"):
+                with m.If(k.o_cand.valid & k.o_cand.payload.end & k.o_cand.ready):
+                    with m.If(k.o_cand.payload.error):
+                        raise_error(_E["KV_CLUSTER_LOST"][0])
+                    m.d.sync += x.b_src.eq(_SRC_DMA)
+                    m.next = "H_SELECT"
+            with m.State("H_SELECT"):
+                m.d.comb += w.o.ready.eq(1)
+                idx = w.o.payload.cluster
+                m.d.comb += [cm_f.addr.eq(idx >> exact_log2(n))]
+                with m.If(w.o.valid & ~w.o.payload.last):
+                    m.d.comb += [sm_w.addr.eq(nsel), sm_w.data.eq(idx), sm_w.en.eq(1)]
+                    m.d.sync += [nsel.eq(nsel + 1),
+                                 fetched.eq(fetched + cm_f.data[idx[:exact_log2(n)]]
+                                            if n > 1 else fetched + cm_f.data[0])]
+                with m.If(w.o.valid & w.o.payload.last):
+                    m.next = "H_ATTEND"
+            with m.State("H_ATTEND"):
+                m.d.comb += attend_len.eq(fetched + sinks + t)
+                with m.If(attend_len > brows):
+                    raise_error(_E["CORE_LIMIT"][0])
+                    m.next = "H_NEXT"
+                with m.Else():
+                    engine_cmd(kind=Kind.ATTEND, m=rows, k=d, l=attend_len, causal=t, pairs=1,
+                               **beta)
+                    with m.If(e.cmd.ready):
+                        m.d.sync += [x.attn_done.eq(0), i.eq(0), x.phase.eq(2),
+                                     x.b_src.eq(Mux(nsel != 0, _SRC_KV, _SRC_DMA))]
+                        m.next = "H_ATT_SINKS"
+            with m.State("H_ATT_SINKS"):
+                with m.If(sinks == 0):
+                    m.next = "H_ATT_OWN"
+                with m.Else():
+                    push(b0=ptr.sk, b1=ptr.sv, beats=row_beats, n_out=sinks, n_in=1, s_out=d,
+                         pair=1, dest=_B)
+                    with m.If(pq.w_rdy):
+                        m.next = "H_ATT_OWN"
+            with m.State("H_ATT_OWN"):
+                push(b0=ptr.k, b1=ptr.v, beats=row_beats, n_out=t, n_in=1, s_out=d, pair=1,
+                     dest=_B)
+                with m.If(pq.w_rdy):
+                    m.next = "H_ATT_Q"
+            with m.State("H_ATT_Q"):
+                push(b0=ptr.q, beats=rows * row_beats, n_out=1, n_in=1, dest=_A)
+                with m.If(pq.w_rdy):
+                    m.next = "H_FETCH"
+            with m.State("H_FETCH"):
+                m.d.comb += sm_r.addr.eq(i)
+                with m.If(i == nsel):
+                    m.next = "H_ATT_WAIT"
+                with m.Else():
+                    kvmu_cmd(op=KvMemoryManager.FETCH, layer=dsc["layer"], group=gi, head=gj,
+                             owner=sm_r.data, version=dsc["version"], first=i == 0,
+                             last=i == nsel - 1, by_index=1)
+                    with m.If(k.i_cmd.ready):
+                        m.d.sync += i.eq(i + 1)
+            with m.State("H_ATT_WAIT"):
+                with m.If(k.o_kv.valid & k.o_kv.payload.end & k.o_kv.ready):
+                    m.d.sync += x.b_src.eq(_SRC_DMA)
+                    with m.If(k.o_kv.payload.stale | k.o_kv.payload.error):
+                        raise_error(Mux(k.o_kv.payload.stale, _E["KV_STALE"][0],
+                                        _E["BUS_READ"][0]),
+                                    Mux(k.o_kv.payload.stale, 0, k.error_addr))
+                with m.If(x.attn_done & x.out.idle & (x.b_src == _SRC_DMA)):
+                    m.next = "H_NEXT"
+            with m.State("H_NEXT"):
+                m.d.sync += [head.eq(head + 1), ptr.q.eq(ptr.q + rows * d),
+                             ptr.o.eq(ptr.o + rows * (2 * d)), ptr.k.eq(ptr.k + t * d),
+                             ptr.v.eq(ptr.v + t * d), ptr.sk.eq(ptr.sk + dsc["n_sink"] * d),
+                             ptr.sv.eq(ptr.sv + dsc["n_sink"] * d)]
+                with m.If(gj == hpg - 1):
+                    m.d.sync += [gj.eq(0), gi.eq(gi + 1)]
+                with m.Else():
+                    m.d.sync += gj.eq(gj + 1)
+                with m.If(head == Hkv - 1):
+                    m.d.sync += [grp.eq(0), ptr.kh.eq(dsc["k_hash_addr"] + skip * d),
+                                 ptr.kg.eq(dsc["k_addr"] + skip * d),
+                                 ptr.vg.eq(dsc["v_addr"] + skip * d),
+                                 ptr.hp.eq(dsc["hp_addr"]), x.phase.eq(3)]
+                    m.next = "G_HASH"
+                with m.Else():
+                    m.next = "H_COUNTS"
+
+            # --- per hash group: hash, cluster, store -----------------------------------
+            with m.State("G_HASH"):
+                with m.If(nh == 0):
+                    m.next = "FINISH"
+                with m.Else():
+                    engine_cmd(kind=Kind.HASH, m=nh, k=cfg.hash_dim, l=cfg.n_hp,
+                               layer=dsc["layer"] * G + grp, step=dsc["step"])
+                    with m.If(e.cmd.ready):
+                        m.d.sync += i.eq(0)
+                        m.next = "G_HASH_HP"
+            with m.State("G_HASH_HP"):
+                push(b0=ptr.hp, beats=cfg.n_hp * cfg.hash_dim // bus, n_out=1, n_in=1,
+                     dest=_B)
+                with m.If(pq.w_rdy):
+                    m.next = "G_HASH_KEYS"
+            with m.State("G_HASH_KEYS"):
+                push(b0=ptr.kh, beats=row_beats, n_out=nh, n_in=hpg, s_out=d, s_in=t * d,
+                     dest=_A)
+                with m.If(pq.w_rdy):
+                    m.next = "G_HASH_BIAS"
+            with m.State("G_HASH_BIAS"):
+                m.d.comb += e.bias.valid.eq(1)          # no centring: zero biases
+                with m.If(e.bias.ready):
+                    m.d.sync += i.eq(i + 1)
+                    with m.If(i == -(-cfg.n_hp // n) - 1):
+                        m.d.sync += [i.eq(0), kv_base.eq(x.dma.received), stored.eq(0),
+                                     x.drop_kv.eq(x.dma.error), x.phase.eq(4)]
+                        m.next = "G_STORE_PROG"
+            with m.State("G_STORE_PROG"):
+                with m.If(x.dma.error):
+                    m.d.sync += x.drop_kv.eq(1)
+                push(b0=ptr.kg, b1=ptr.vg, beats=row_beats, n_out=nh, n_in=hpg, s_out=d,
+                     s_in=t * d, pair=1, dest=_KV)
+                with m.If(pq.w_rdy):
+                    m.next = "G_STORE"
+            with m.State("G_STORE"):
+                # a token is stored once its rows are in the DMA without error
+                have = kv_rx >= (stored + 1) * token_beats
+                with m.If(x.dma.error):
+                    m.d.sync += x.drop_kv.eq(1)
+                with m.If(stored == nh):
+                    m.next = "G_NEXT"
+                with m.Elif(aq.r_rdy & (x.drop_kv | x.dma.error)):
+                    m.d.comb += aq.r_en.eq(1)               # drop the assignment
+                    m.d.sync += stored.eq(stored + 1)
+                with m.Elif(aq.r_rdy & have):
+                    kvmu_cmd(op=KvMemoryManager.STORE, layer=dsc["layer"], group=grp,
+                             owner=aq.r_data, token=dsc["token0"] + skip + stored,
+                             step=dsc["step"])
+                    with m.If(k.i_cmd.ready):
+                        m.d.comb += aq.r_en.eq(1)
+                        m.d.sync += stored.eq(stored + 1)
+            with m.State("G_NEXT"):
+                # the dropped tokens' data still drains through the DMA
+                with m.If(x.dma.idle & ~k.busy):
+                    m.d.sync += [grp.eq(grp + 1), x.drop_kv.eq(0),
+                                 ptr.hp.eq(ptr.hp + cfg.n_hp * cfg.hash_dim),
+                                 ptr.kh.eq(ptr.kh + hpg * t * d),
+                                 ptr.kg.eq(ptr.kg + hpg * t * d),
+                                 ptr.vg.eq(ptr.vg + hpg * t * d)]
+                    with m.If(grp == G - 1):
+                        m.next = "FINISH"
+                    with m.Else():
+                        m.next = "G_HASH"
+            with m.State("FINISH"):
+                with m.If(x.dma.idle & x.out.idle & ~k.busy & (pq.level == 0) &
+                          ~x.jobgen_busy):
+                    m.d.comb += [regs.done.eq(1), regs.done_version.eq(dsc["version"])]
+                    m.d.sync += x.phase.eq(0)
+                    m.next = "IDLE"
+        x.fsm = fsm
+        self._errors(m, x, dsc)
+
+    def _jobgen(self, m, x, pq, prog_t):
+        """Programs (two-level loops of jobs) into the read DMA's jobs."""
+        p = Signal(prog_t)
+        busy = Signal()
+        io, ii, side = Signal(16), Signal(8), Signal()
+        row0, row1, a0, a1 = (Signal(len(p.b0), name=nm) for nm in ("row0", "row1", "a0", "a1"))
+        j = x.dma.job
+        m.d.comb += pq.r_en.eq(~busy)
+        with m.If(~busy & pq.r_rdy):
+            q = Signal(prog_t)
+            m.d.comb += q.as_value().eq(pq.r_data)
+            m.d.sync += [p.eq(q), busy.eq(q.n_out != 0), io.eq(0), ii.eq(0), side.eq(0),
+                         row0.eq(q.b0), row1.eq(q.b1), a0.eq(q.b0), a1.eq(q.b1)]
+        m.d.comb += [j.valid.eq(busy), j.payload.addr.eq(Mux(side, a1, a0)),
+                     j.payload.beats.eq(p.beats), j.payload.dest.eq(p.dest)]
+        with m.If(j.valid & j.ready):
+            with m.If(p.pair & ~side):
+                m.d.sync += side.eq(1)
+            with m.Else():
+                m.d.sync += side.eq(0)
+                with m.If(ii == p.n_in - 1):
+                    m.d.sync += [ii.eq(0), io.eq(io + 1), row0.eq(row0 + p.s_out),
+                                 row1.eq(row1 + p.s_out), a0.eq(row0 + p.s_out),
+                                 a1.eq(row1 + p.s_out)]
+                    with m.If(io == p.n_out - 1):
+                        m.d.sync += busy.eq(0)
+                with m.Else():
+                    m.d.sync += [ii.eq(ii + 1), a0.eq(a0 + p.s_in), a1.eq(a1 + p.s_in)]
+        with m.If(x.reset_blocks):
+            m.d.sync += busy.eq(0)
+        x.jobgen_busy = busy
+
+    def _errors(self, m, x, dsc):
+        """The blocks' errors as the map's codes, to the register file (first kept)."""
+        regs, k, e, h, w = self.regs, self.kvmu, self.engine, self.hcu, self.wtu
+        code, addr = Signal(8), Signal(64)
+        prev = SimpleNamespace(k=Signal(), e=Signal(), h=Signal(), w=Signal(), dma=Signal(),
+                               out=Signal())
+        m.d.sync += [prev.k.eq(k.error), prev.e.eq(e.error), prev.h.eq(h.error),
+                     prev.w.eq(w.error), prev.dma.eq(x.dma.error), prev.out.eq(x.out.error)]
+        kv_code = Signal(8)
+        with m.Switch(k.error_code):
+            with m.Case(3, 9, 11):
+                m.d.comb += kv_code.eq(_E["KV_TABLE_FULL"][0])
+            with m.Case(10):
+                m.d.comb += kv_code.eq(_E["KV_CLUSTER_LOST"][0])
+            with m.Case(4, 6, 12):
+                m.d.comb += kv_code.eq(_E["BUS_READ"][0])
+            with m.Case(5, 7):
+                m.d.comb += kv_code.eq(_E["BUS_WRITE"][0])
+            with m.Default():
+                m.d.comb += kv_code.eq(_E["KV_REFUSED"][0])
+        with m.If(x.err_code != 0):
+            m.d.comb += [code.eq(x.err_code), addr.eq(x.err_addr)]
+        with m.Elif(x.dma.error & ~prev.dma):
+            m.d.comb += [code.eq(_E["BUS_READ"][0]), addr.eq(x.dma.error_addr)]
+        with m.Elif(x.out.error & ~prev.out):
+            m.d.comb += [code.eq(_E["BUS_WRITE"][0]), addr.eq(x.out.error_addr)]
+        with m.Elif(k.error & ~prev.k):
+            m.d.comb += [code.eq(kv_code), addr.eq(k.error_addr)]
+        with m.Elif(e.error & ~prev.e):
+            m.d.comb += code.eq(_E["ENGINE_REFUSED"][0])
+        with m.Elif((h.error & ~prev.h) | (w.error & ~prev.w)):
+            m.d.comb += code.eq(_E["DRE_REFUSED"][0])
+        m.d.comb += [regs.i_error.valid.eq(code != 0), regs.i_error.payload.code.eq(code),
+                     regs.i_error.payload.addr.eq(addr),
+                     regs.i_error.payload.version.eq(dsc["version"])]
+        x.error_now = code != 0
+        # the blocks' sticky errors are cleared when the host clears ERROR_CODE or resets
+        m.d.comb += [x.dma.clear.eq(x.clear_errs), x.out.clear.eq(x.clear_errs)]
+
+    def _counters(self, m, x):
+        p, cb = self.perf, self._cfg.counter_bits
+        top = (1 << cb) - 1
+
+        def bump(c, cond=1):
+            with m.If(cond & (c != top)):
+                m.d.sync += c.eq(c + 1)
+        bump(p.descriptors, self.regs.done)
+        bump(p.busy, x.phase != 0)
+        bump(p.predict, x.phase == 1)
+        bump(p.attend, x.phase == 2)
+        bump(p.hash, x.phase == 3)
+        bump(p.store, x.phase == 4)
+        bump(p.errors, x.error_now)
+        m.d.comb += [p.dma_bursts.eq(x.dma.bursts), p.dma_beats.eq(x.dma.beats),
+                     p.out_bursts.eq(x.out.bursts)]
+        with m.If(x.reset_blocks):
+            m.d.sync += [getattr(p, c).eq(0) for c in self.PERF
+                         if c not in ("dma_bursts", "dma_beats", "out_bursts")]

@@ -1,0 +1,189 @@
+"""The end-to-end stimulus and check of the core, shared by both tiers: a stream (the bundled
+trace, or a synthetic one) laid out in memory as a host would write it, its descriptors and
+register settings, and the comparison of everything the core produced (hashes, cluster
+assignments, selections, fetched tokens, output rows) with ``golden.core.run_stream``; a
+mismatch names the step, layer, head and token."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from golden.core import run_stream
+from golden.numerics import hyperplanes
+from vrex import regmap
+
+__all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run"]
+
+ALIGN = 64
+
+
+@dataclass
+class StreamPlan:
+    cfg: object
+    golden: list                      # LayerStep per descriptor, in issue order
+    descriptors: list                 # the descriptor fields, in issue order
+    image: dict                       # address -> bytes the host writes before starting
+    registers: list                   # (offset, value) the host writes first
+    io_base: int
+    io_size: int
+
+    def o_rows(self, mem_read, k: int) -> np.ndarray:
+        """Descriptor k's output ``O [q heads, t, d]`` as int16 from the memory."""
+        desc, cfg = self.descriptors[k], self.cfg
+        t, d = desc["step_len"], cfg.head_dim
+        raw = mem_read(desc["o_addr"], cfg.n_q_heads * t * d * 2)
+        return np.frombuffer(raw, "<i2").reshape(cfg.n_q_heads, t, d)
+
+
+def synthetic_stream(seed: int, **kw):
+    """A small synthetic stream (``golden.trace.synthetic_trace``: frames of patches that
+    drift, so tokens cluster across frames) and its quantised tensors."""
+    from golden.trace import quantise, synthetic_trace
+    tr = synthetic_trace(seed=seed, **kw)
+    return tr, quantise(tr)
+
+
+def _alloc(state, n):
+    a = state["next"]
+    state["next"] = a + -(-n // ALIGN) * ALIGN
+    return a
+
+
+def plan_stream(trace, qt, cfg, *, steps=None, io_base=None, io_size=None) -> StreamPlan:
+    """The stream as a host lays it out: per descriptor its Q, K, hash-input K, V, the
+    layer's hyperplanes and room for O in the I/O window; per layer the sink tokens' K and
+    V ([kv heads, n_sink, d]); the registers (memory windows, ReSV settings, the window,
+    interrupts, enable)."""
+    golden = run_stream(trace, qt, cfg, steps=steps)
+    G, d, hpg = cfg.hash_groups, cfg.head_dim, cfg.heads_per_group
+    hc_bytes = cfg.n_layers * G * cfg.kvmu_clusters * hpg * d * 4
+    if io_base is None:
+        io_base = -(-(cfg.hc_base + hc_bytes) // (1 << 20)) * (1 << 20)
+    state = {"next": io_base}
+    image = {}
+    src = qt.k_pre if cfg.hash_input == "pre_rope" else qt.k
+    bounds = trace.step_bounds()
+    from golden.resv import sink_count
+    n_sink = sink_count(trace, cfg)
+    sinks = {}
+    for l in range(cfg.n_layers):
+        ks, vs = (np.ascontiguousarray(x[l, :, :n_sink]).astype(np.int8) for x in (qt.k, qt.v))
+        sinks[l] = (_alloc(state, ks.nbytes), _alloc(state, vs.nbytes))
+        image[sinks[l][0]], image[sinks[l][1]] = ks.tobytes(), vs.tobytes()
+    hps = {}
+    for l in range(cfg.n_layers):
+        hp = np.stack([hyperplanes(cfg.hp_seed, l, g, cfg.n_hp, cfg.hash_dim)
+                       for g in range(G)]).astype(np.int8)
+        hps[l] = _alloc(state, hp.nbytes)
+        image[hps[l]] = hp.tobytes()
+    descs, version = [], 0
+    stages = trace.step_stage()
+    for ls in golden:
+        s, l = ls.step, ls.layer
+        a, b = int(bounds[s]), int(bounds[s + 1])
+        bufs = {}
+        for name, arr in (("q_addr", qt.q), ("k_addr", qt.k), ("k_hash_addr", src),
+                          ("v_addr", qt.v)):
+            x = np.ascontiguousarray(arr[l, :, a:b]).astype(np.int8)
+            bufs[name] = _alloc(state, x.nbytes)
+            image[bufs[name]] = x.tobytes()
+        o_bytes = cfg.n_q_heads * (b - a) * d * 2
+        bufs["o_addr"] = _alloc(state, o_bytes)
+        image[bufs["o_addr"]] = bytes([0xA5]) * o_bytes      # not zero: unwritten shows
+        version += 1
+        descs.append(dict(version=version, layer=l, kind=int(stages[s] == "text"),
+                          step_len=b - a, step=s, hp_addr=hps[l], beta_m=ls.beta_m,
+                          beta_shift=ls.beta_shift, n_sink=n_sink, token0=a,
+                          sink_k_addr=sinks[l][0], sink_v_addr=sinks[l][1], **bufs))
+    io_size = io_size or -(-(state["next"] - io_base) // 4096) * 4096
+    regs = _registers(cfg, io_base, io_size)
+    return StreamPlan(cfg, golden, descs, image, regs, io_base, io_size)
+
+
+def _registers(cfg, io_base, io_size) -> list:
+    off = {r.name: r.offset for r in regmap.REGISTERS}
+    kv = cfg.block_registers("kvmu")
+    hpg = cfg.heads_per_group
+    lo_hi = lambda name, v: [(off[f"{name}_LO"], v & 0xFFFFFFFF), (off[f"{name}_HI"], v >> 32)]
+    regs = [*lo_hi("NEAR_BASE", kv["near_base"]), (off["NEAR_BLOCKS"], kv["near_slots"] * hpg),
+            *lo_hi("FAR_BASE", kv["far_base"]), (off["FAR_BLOCKS"], kv["far_slots"] * hpg),
+            *lo_hi("HC_BASE", kv["hc_base"]), (off["MAX_BURST"], kv["max_burst"]),
+            (off["TH_HD"], cfg.th_hd),
+            (off["AGE"], (cfg.max_age or 0) | int(cfg.max_age is not None) << 16),
+            (off["TH_R"], cfg.th_r_fixed),
+            *lo_hi("IO_BASE", io_base), (off["IO_SIZE"], io_size),
+            (off["IRQ_ENABLE"], 0b111), (off["CTRL"], 1)]
+    return regs
+
+
+@dataclass
+class Observed:
+    """What a testbench saw inside the core, in order: the engine's hash beats, the HCU's
+    assignments, the WTU's output beats and the KVMU's fetched beats (per beat: token,
+    end), plus the output rows read back per descriptor."""
+    hashes: list = field(default_factory=list)
+    clusters: list = field(default_factory=list)
+    selections: list = field(default_factory=list)   # (cluster, last) per beat
+    fetched: list = field(default_factory=list)      # (token, end) per beat
+    o_rows: list = field(default_factory=list)       # per descriptor: int16 [Hq, t, d]
+    done: int = 0
+
+
+def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10) -> list:
+    """Every difference between the run and the golden model, as sentences naming the
+    step, layer, head and token (empty: the run matches bit for bit)."""
+    cfg = plan.cfg
+    bad = []
+    want_h, want_c, want_sel, want_f = [], [], [], []
+    slot_beats = 2 * cfg.head_dim // cfg.kvmu_bus_bytes
+    gq, d = cfg.group_size, cfg.head_dim
+    for ls in plan.golden:
+        where = f"step {ls.step} layer {ls.layer}"
+        for hr_i, hr in enumerate(ls.heads):
+            if hr.clusters:
+                want_sel += [(f"{where} head {hr_i}", c) for c in hr.selected] + \
+                    [(f"{where} head {hr_i} (end)", None)]
+            if hr.selected:
+                want_f.append((f"{where} head {hr_i}", sorted(hr.fetched)))
+        for g in range(ls.hashes.shape[0]):
+            for i in range(ls.hashes.shape[1]):
+                tok = ls.token0 + ls.hashed + i
+                want_h.append((f"{where} group {g} token {tok}", int(ls.hashes[g, i])))
+                want_c.append((f"{where} group {g} token {tok}", int(ls.clusters[g, i])))
+
+    def seq(what, want, got):
+        for k, (w, g) in enumerate(zip(want, got)):
+            if w[1] != g:
+                bad.append(f"{what} of {w[0]}: {g}, golden {w[1]}")
+        if len(got) != len(want):
+            bad.append(f"{what}: {len(got)} produced, golden {len(want)}"
+                       + (f" (first missing: {want[len(got)][0]})" if len(got) < len(want)
+                          else ""))
+    seq("hash", want_h, obs.hashes)
+    seq("cluster", want_c, obs.clusters)
+    seq("selection", want_sel, [c if not last else None for c, last in obs.selections])
+    # fetched tokens: per fetch (closed by an end beat) the set of slot tokens
+    fetches, cur = [], []
+    for tok, end in obs.fetched:
+        if end:
+            fetches.append(sorted(set(cur)))
+            cur = []
+        else:
+            cur.append(tok)
+    seq("fetched tokens", want_f, fetches)
+    for k, ls in enumerate(plan.golden):
+        if k >= len(obs.o_rows):
+            bad.append(f"output of step {ls.step} layer {ls.layer}: not produced")
+            continue
+        got = obs.o_rows[k]
+        t = ls.step_len
+        for h, hr in enumerate(ls.heads):
+            want = hr.o.reshape(gq, t, d)
+            g = got[h * gq:(h + 1) * gq].astype(np.int64)
+            diff = np.argwhere(g != want)
+            for qh, tok, col in diff[:3]:
+                bad.append(f"output of step {ls.step} layer {ls.layer} head {h * gq + qh} "
+                           f"token {ls.token0 + tok} dim {col}: {g[qh, tok, col]}, golden "
+                           f"{want[qh, tok, col]}")
+    return bad[:limit] + ([f"... {len(bad) - limit} more"] if len(bad) > limit else [])

@@ -1,0 +1,111 @@
+"""The core end to end under the Amaranth simulator: a host on ``s_axil_*`` (registers, then
+every descriptor of a :class:`verif.core.e2e.StreamPlan` as the queue takes them), an AXI4
+memory on ``m_axi_*`` (latency, pauses, faults), monitors on the streams between the blocks."""
+from __future__ import annotations
+
+from amaranth.sim import Simulator
+
+from rtl import VrexCore
+from verif.lib.axi_sim import AxiMemSim
+from verif.lib.axil_sim import AxiLiteHost
+from verif.lib.pauses import crossing, random_pause
+from vrex import regmap
+
+from .e2e import Observed
+
+__all__ = ["run_core", "OFF"]
+
+OFF = {r.name: r.offset for r in regmap.REGISTERS}
+
+
+def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str = "none",
+             seed: int = 0, max_cycles: int = 2_000_000, faults: dict | None = None,
+             dut=None, vcd: str | None = None):
+    """Run the plan's stream; returns ``(Observed, info)`` with ``info``: cycles, the error
+    register, the counters (name -> value) and the memory model."""
+    cfg = plan.cfg
+    dut = dut or VrexCore(cfg)
+    pauses = {}
+    if bus_pauses:
+        pauses = {ch: random_pause(bus_pauses, seed + i)
+                  for i, ch in enumerate(("ar", "r", "aw", "w", "b"))}
+    mem = AxiMemSim(dut, bus_bytes=cfg.kvmu_bus_bytes, latency=latency, pauses=pauses,
+                    full_strobes=False)
+    for addr, raw in plan.image.items():
+        mem.write_bytes(addr, raw)
+    mem.faults.update(faults or {})
+    src, snk = crossing(host_cross, seed + 9)
+    host = AxiLiteHost(dut, src=src, snk=snk)
+    obs = Observed()
+    info = {"cycles": 0, "error": None, "perf": {}, "mem": mem}
+    state = {"stop": False}
+
+    async def host_proc(ctx):
+        for off, value in plan.registers:
+            assert await host.write(ctx, off, value) == 0, f"register write at {off:#x}"
+        depth = cfg.core_queue_depth
+        for desc in plan.descriptors:
+            while True:
+                st, _ = await host.read(ctx, OFF["STATUS"])
+                if ((st >> 8) & 0xFF) < depth:
+                    break
+            for w in regmap.encode_descriptor(**desc):
+                assert await host.write(ctx, OFF["DESC_DATA"], w) == 0
+        while True:
+            done, _ = await host.read(ctx, OFF["DESC_DONE"])
+            obs.done = done
+            if done >= len(plan.descriptors):
+                break
+            err, _ = await host.read(ctx, OFF["ERROR_CODE"])
+            if err & 0xFF and info["error"] is None:
+                info["error"] = err
+        err, _ = await host.read(ctx, OFF["ERROR_CODE"])
+        info["error"] = info["error"] or err
+        info["perf"] = {}
+        for r in regmap.perf_registers(regmap.core_blocks()):
+            v, _ = await host.read(ctx, r.offset)
+            info["perf"][r.name[5:].lower()] = v
+        obs.done = done
+        state["stop"] = True
+        mem.stop = True
+
+    def monitor(stream, fields, into, fmt):
+        async def run(ctx):
+            sigs = [stream.valid, stream.ready] + [getattr(stream.payload, f) for f in fields]
+            async for _, _, valid, ready, *vals in ctx.tick().sample(*sigs):
+                if state["stop"]:
+                    return
+                if valid and ready:
+                    into.append(fmt(*vals))
+        return run
+
+    async def watchdog(ctx):
+        n = 0
+        while not state["stop"]:
+            await ctx.tick()
+            n += 1
+            if n >= max_cycles:
+                raise AssertionError(f"the core did not finish in {max_cycles} cycles "
+                                     f"({obs.done} descriptors done)")
+        info["cycles"] = n
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(host_proc)
+    sim.add_testbench(mem.reads, background=True)
+    sim.add_testbench(mem.writes, background=True)
+    sim.add_process(monitor(dut.engine.o_hash, ("hash",), obs.hashes, int))
+    sim.add_process(monitor(dut.hcu.o, ("cluster",), obs.clusters, int))
+    sim.add_process(monitor(dut.wtu.o, ("cluster", "last"), obs.selections,
+                            lambda c, last: (int(c), int(last))))
+    sim.add_process(monitor(dut.kvmu.o_kv, ("token", "end"), obs.fetched,
+                            lambda t, e: (int(t), int(e))))
+    sim.add_testbench(watchdog, background=True)
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+    for k in range(len(plan.descriptors)):
+        obs.o_rows.append(plan.o_rows(mem.read_bytes, k))
+    return obs, info

@@ -1,0 +1,207 @@
+"""The core end to end under cocotb + Verilator (run by test_verilog.py): a host on
+``s_axil_*`` (cocotbext-axi's ``AxiLiteMaster``) writes the registers and every descriptor of
+a stream as the queue takes them (polling STATUS, or on the ``space`` interrupt), the memory
+is an ``AxiRam`` with random pipelined read latency and pauses on every channel; monitors on
+the streams between the blocks record every hash, cluster assignment, selection and fetched
+token, and the output rows are read back; all of it is compared with
+``golden.core.run_stream`` (``verif.core.e2e.compare_run``)."""
+from __future__ import annotations
+
+import os
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
+
+from verif.core.e2e import Observed, compare_run, plan_stream, synthetic_stream
+from verif.kvmu.tb import FaultRam
+from verif.lib.cocotb_tb import CLOCK_NS
+from verif.lib.pauses import pause
+from verif.lib.runner import tb_config
+from vrex import regmap
+
+OFF = {r.name: r.offset for r in regmap.REGISTERS}
+
+
+class CoreTB:
+    def __init__(self, dut, *, latency=(0, 0), bus_pause=None, seed=0):
+        import logging
+        self.dut, self.cfg = dut, tb_config()
+        for name in ("cocotb.core.s_axil", "cocotb.core.m_axi"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+        self.host = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+        rng = random.Random(seed)
+        lo, hi = latency
+        self.ram = FaultRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst,
+                            size=int(os.environ.get("VREX_RAM", 1 << 26)),
+                            latency=(lambda: rng.randint(lo, hi)) if hi else None)
+        if bus_pause:
+            self.ram.pause_all(bus_pause, seed)
+        self.obs = Observed()
+        self.cycle = 0
+
+    async def start(self):
+        d = self.dut
+        d.rst.value = 1
+        await ClockCycles(d.clk, 3)
+        d.rst.value = 0
+        await RisingEdge(d.clk)
+        cocotb.start_soon(self._monitors())
+
+    def _stream(self, scope, port, fields):
+        valid, ready = getattr(scope, f"{port}__valid"), getattr(scope, f"{port}__ready")
+        payload = getattr(scope, f"{port}__payload")
+        return valid, ready, payload, fields
+
+    async def _monitors(self):
+        """Every handshake on the engine's hash words, the HCU's assignments, the WTU's
+        selection and the KVMU's fetched beats, in order."""
+        from rtl import VrexCore
+        core = VrexCore(self.cfg)
+        d = self.dut
+        lay = lambda blk, port: getattr(blk, port).payload.shape()
+        taps = [
+            (d.engine, "o_hash", lay(core.engine, "o_hash"), ("hash",), self.obs.hashes,
+             lambda v: v[0]),
+            (d.hcu, "o", lay(core.hcu, "o"), ("cluster",), self.obs.clusters, lambda v: v[0]),
+            (d.wtu, "o", lay(core.wtu, "o"), ("cluster", "last"), self.obs.selections,
+             tuple),
+            (d.kvmu, "o_kv", lay(core.kvmu, "o_kv"), ("token", "end"), self.obs.fetched,
+             tuple),
+        ]
+        sigs = []
+        for scope, port, layout, fields, into, fmt in taps:
+            spans = [(layout[f].offset, layout[f].width) for f in fields]
+            sigs.append((getattr(scope, f"{port}__valid"), getattr(scope, f"{port}__ready"),
+                         getattr(scope, f"{port}__payload"), spans, into, fmt))
+        while True:
+            await RisingEdge(d.clk)
+            await ReadOnly()
+            self.cycle += 1
+            for valid, ready, payload, spans, into, fmt in sigs:
+                if valid.value and ready.value:
+                    p = int(payload.value)
+                    into.append(fmt([(p >> lo) & ((1 << w) - 1) for lo, w in spans]))
+
+    def snapshot(self) -> str:
+        """The sequencer's and the blocks' states and the streams between them, for a
+        hang's report."""
+        d, out = self.dut, []
+        probes = [("seq", d.seq, "seq_state"), ("engine", d.engine, "cmd_fsm_state"),
+                  ("kvmu", d.kvmu, "fsm_state"), ("wtu", d.wtu, "fsm_state")]
+        for name, scope, sig in probes:
+            try:
+                out.append(f"{name}.{sig}={int(getattr(scope, sig).value)}")
+            except (AttributeError, ValueError):
+                pass
+        for scope, port in ((d.engine, "a"), (d.engine, "b"), (d.engine, "bias"),
+                            (d.engine, "cmd"), (d.engine, "o_attn"), (d.engine, "o_score"),
+                            (d.engine, "o_hash"), (d.kvmu, "i_cmd"), (d.kvmu, "i_data"),
+                            (d.kvmu, "o_kv"), (d.kvmu, "o_cand"), (d.wtu, "o"), (d.hcu, "o"),
+                            (d.dma, "o"), (d.dma, "job")):
+            try:
+                v = int(getattr(scope, f"{port}__valid").value)
+                r = int(getattr(scope, f"{port}__ready").value)
+                out.append(f"{scope._name}.{port}:{v}{r}")
+            except (AttributeError, ValueError):
+                pass
+        return " ".join(out)
+
+    async def write(self, off, value):
+        await self.host.write_dword(off, value)
+
+    async def read(self, off):
+        return await self.host.read_dword(off)
+
+    async def run_plan(self, plan, max_cycles=None):
+        """Registers, descriptors as the queue takes them, wait for all done; the output
+        rows and the error register into ``self.obs``; returns the error register."""
+        for addr, raw in plan.image.items():
+            self.ram.write(addr, raw)
+        for off, value in plan.registers:
+            await self.write(off, value)
+        depth = self.cfg.core_queue_depth
+        for desc in plan.descriptors:
+            while ((await self.read(OFF["STATUS"]) >> 8) & 0xFF) >= depth:
+                await ClockCycles(self.dut.clk, 20)
+            for w in regmap.encode_descriptor(**desc):
+                await self.write(OFF["DESC_DATA"], w)
+        start = self.cycle
+        max_cycles = max_cycles or int(os.environ.get("VREX_MAX_CYCLES", 50_000_000))
+        while True:
+            done = await self.read(OFF["DESC_DONE"])
+            self.obs.done = done
+            if done >= len(plan.descriptors):
+                break
+            if self.cycle - start >= max_cycles:
+                err = await self.read(OFF["ERROR_CODE"])
+                st = await self.read(OFF["STATUS"])
+                raise AssertionError(
+                    f"the core did not finish ({done} of {len(plan.descriptors)} done; "
+                    f"ERROR_CODE {err:#x}, STATUS {st:#x}): " + self.snapshot())
+            await ClockCycles(self.dut.clk, 200)
+        for k in range(len(plan.descriptors)):
+            self.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(self.ram.read(a, n)), k))
+        return await self.read(OFF["ERROR_CODE"])
+
+    async def counters(self):
+        out = {}
+        for r in regmap.perf_registers(regmap.core_blocks()):
+            out[r.name[5:].lower()] = await self.read(r.offset)
+        return out
+
+
+def _check(plan, tb, err):
+    bad = compare_run(plan, tb.obs)
+    assert not bad, "the core differs from the golden model:\n" + "\n".join(bad)
+    assert err & 0xFF == 0, f"ERROR_CODE {err:#x}"
+
+
+async def _stream(dut, plan, **kw):
+    tb = CoreTB(dut, **kw)
+    await tb.start()
+    err = await tb.run_plan(plan)
+    _check(plan, tb, err)
+    perf = await tb.counters()
+    dut._log.info(f"{len(plan.descriptors)} descriptors in {tb.cycle} cycles; core counters "
+                  + str({k: v for k, v in perf.items() if k.startswith("core_")}))
+    return tb, perf
+
+
+def _synthetic(cfg, seed):
+    tr, qt = synthetic_stream(seed, **SYNTH)
+    return plan_stream(tr, qt, cfg)
+
+
+SYNTH = dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, n_frames=3,
+             tokens_per_frame=8, prefix_tokens=6, header_tokens=1, question_tokens=3)
+
+
+@cocotb.test()
+async def synthetic_stream_quiet_bus(dut):
+    """A synthetic stream (prompt, frames, question) on a bus without pauses or latency."""
+    cfg = tb_config()
+    await _stream(dut, _synthetic(cfg, 1))
+
+
+@cocotb.test()
+async def synthetic_stream_hostile_bus(dut):
+    """The same kind of stream with random pauses on every AXI channel and a random
+    pipelined read latency of 0-60 cycles."""
+    cfg = tb_config()
+    await _stream(dut, _synthetic(cfg, 2), latency=(0, 60), bus_pause=0.3, seed=2)
+
+
+@cocotb.test()
+async def bundled_trace(dut):
+    """The bundled real trace (the build's preset; VREX_STEPS steps, all by default) with
+    random latency and pauses."""
+    from verif.lib.traces import bundled
+    cfg = tb_config()
+    tr, qt = bundled()
+    steps = int(os.environ.get("VREX_STEPS", 0)) or None
+    plan = plan_stream(tr, qt, cfg, steps=steps)
+    await _stream(dut, plan, latency=(0, 30), bus_pause=0.3, seed=3)
