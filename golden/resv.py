@@ -237,20 +237,19 @@ class ResvLayer:
         """Hash and cluster the step's own tokens, then commit them to the HC tables."""
         cfg = self.cfg
         a0 = max(a, self.n_sink)
+        if a0 >= b:
+            return
         for g, cl in enumerate(self.clusterers):
-            xk = self._group_keys(self.k_hash, g, a, b)
+            xk = self._group_keys(self.k_hash, g, a0, b)
             bias = None
-            if cfg.centre:
+            if cfg.centre:          # the running mean of the non-sink keys, this step's in
                 self.mean_sum[g] += xk.sum(axis=0)
-                n = self.mean_n + (b - a)
+                n = self.mean_n + (b - a0)
                 if self.int_mode:
                     bias = centring_bias(self.mean_sum[g], n, self.hp[g])
                     self.biases[(g, s)] = bias
                 else:
                     xk = xk - self.mean_sum[g] / n
-            if a0 >= b:
-                continue
-            xk = xk[a0 - a:]
             if self.int_mode:
                 hsh = hash_bits(project(xk, self.hp[g]), bias)
             else:
@@ -262,7 +261,7 @@ class ResvLayer:
             np.add.at(self.sums[g], cid, np.transpose(post, (1, 0, 2)).astype(self.sums.dtype))
             np.add.at(self.count[g], cid, 1)
         if cfg.centre:
-            self.mean_n += b - a
+            self.mean_n += b - a0
         assert self.count.max(initial=0) < (1 << cfg.count_bits), "member count overflows"
 
 

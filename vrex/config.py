@@ -369,7 +369,7 @@ class Config:
             return {"near_base": 0, "far_base": self.far_base, "hc_base": self.hc_base,
                     "near_slots": self.near_slots, "far_slots": self.kvmu_blocks,
                     "max_burst": self.kvmu_max_burst}
-        if block == "core_regs":
+        if block in ("core_regs", "core"):
             return {}          # the host writes them over AXI4-Lite
         raise ConfigError(f"no block named {block!r}")
 

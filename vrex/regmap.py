@@ -68,7 +68,9 @@ REGISTERS = (
     Register("CTRL", 0x010, "RW", "control", (
         _f("enable", 0, 1, "take descriptors from the queue"),
         _f("soft_reset", 1, 1, "W1S: return every block to idle, empty the queue, clear the "
-                               "error; registers keep their values"))),
+                               "error; registers keep their values"),
+        _f("centre", 2, 1, "hash centred on the layer's running mean hash-input key (D1, "
+                           "the tuned preset)"))),
     Register("STATUS", 0x014, "RO", "status", (
         _f("busy", 0, 1, "a descriptor is running"), _f("queue_empty", 1, 1, "no descriptor "
                                                                               "queued"),

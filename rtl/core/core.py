@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -23,8 +23,9 @@ from .regs import CoreRegisters
 
 __all__ = ["VrexCore"]
 
-# DMA destinations
-_A, _B, _KV = 0, 1, 2
+# DMA destinations: the engine's A and B, the KVMU's store data, the centring sums, the
+# centring dot products
+_A, _B, _KV, _SUM, _DOT = 0, 1, 2, 3, 4
 # where the engine's B operand comes from
 _SRC_DMA, _SRC_CAND, _SRC_KV = 0, 1, 2
 
@@ -237,9 +238,18 @@ class VrexCore(wiring.Component):
             with m.Case(_SRC_KV):
                 m.d.comb += [rb.payload.eq(k.o_kv.payload.data),
                              rb.valid.eq(k.o_kv.valid & ~k.o_kv.payload.end)]
-        m.d.comb += d.o.ready.eq(Mux(dest == _A, ra.ready,
-                                     Mux(dest == _B, (x.b_src == _SRC_DMA) & rb.ready,
-                                         x.drop_kv | k.i_data.ready)))
+        x.dot_ready = Signal()
+        with m.Switch(dest):
+            with m.Case(_A):
+                m.d.comb += d.o.ready.eq(ra.ready)
+            with m.Case(_B):
+                m.d.comb += d.o.ready.eq((x.b_src == _SRC_DMA) & rb.ready)
+            with m.Case(_KV):
+                m.d.comb += d.o.ready.eq(x.drop_kv | k.i_data.ready)
+            with m.Case(_SUM):
+                m.d.comb += d.o.ready.eq(1)
+            with m.Default():
+                m.d.comb += d.o.ready.eq(x.dot_ready)
         # the ends of candidate lists and fetches are the sequencer's
         x.cand_end = Signal()
         x.kv_end = Signal()
@@ -279,7 +289,7 @@ class VrexCore(wiring.Component):
 
         # the programs of the read DMA: a two-level loop of jobs, in pairs (K then V) or not
         prog_t = data.StructLayout({"b0": ab, "b1": ab, "beats": 16, "n_out": 16, "n_in": 8,
-                                    "s_out": ab, "s_in": ab, "pair": 1, "dest": 2})
+                                    "s_out": ab, "s_in": ab, "pair": 1, "dest": 3})
         pq = fifo.SyncFIFOBuffered(width=prog_t.size, depth=4)
         m.submodules.programs = ResetInserter(x.reset_blocks)(pq)
         prog = Signal(prog_t)
@@ -347,13 +357,15 @@ class VrexCore(wiring.Component):
             for key, v in fields.items():
                 m.d.comb += getattr(k.i_cmd.payload, key).eq(v)
 
+        c = self._centring(m, x, dsc, grp, G)
         beta = dict(beta_m=dsc["beta_m"], beta_shift=dsc["beta_shift"])
         m.d.comb += x.out.base.eq(ptr.o)
         m.d.comb += [regs.busy.eq(x.phase != 0)]
         with m.FSM(name="seq") as fsm:
             with m.State("IDLE"):
-                m.d.comb += regs.o_desc.ready.eq(regs.ctrl[0] & ~x.resetting)
-                with m.If(regs.o_desc.valid & regs.ctrl[0] & ~x.resetting):
+                go = regs.ctrl[0] & ~x.resetting & c.init_done
+                m.d.comb += regs.o_desc.ready.eq(go)
+                with m.If(regs.o_desc.valid & go):
                     m.d.sync += [v.eq(f[name]) for name, v in dsc.items()]
                     m.d.sync += [x.failed.eq(0), x.phase.eq(1)]
                     m.d.comb += x.clear_errs.eq(1)
@@ -392,20 +404,20 @@ class VrexCore(wiring.Component):
                     m.next = "H_COUNTS_RX"
             with m.State("H_COUNTS_RX"):
                 m.d.comb += x.cand_take.eq(1)
-                c = k.o_cand
+                oc = k.o_cand
                 lane = ncand[:exact_log2(n)] if n > 1 else Const(0, 1)
-                with m.If(c.valid & ~c.payload.end):
+                with m.If(oc.valid & ~oc.payload.end):
                     m.d.sync += ncand.eq(ncand + 1)
                     for ln in range(n):
                         with m.If(lane == ln):
-                            m.d.sync += cw[ln].eq(c.payload.count)
+                            m.d.sync += cw[ln].eq(oc.payload.count)
                     with m.If((lane == n - 1) & (ncand < brows)):
                         m.d.comb += [cm_w.addr.eq(ncand >> exact_log2(n)), cm_w.en.eq(1)]
                         m.d.comb += cm_w.data.as_value().eq(
-                            Cat(*[cw[ln] for ln in range(n - 1)], c.payload.count))
+                            Cat(*[cw[ln] for ln in range(n - 1)], oc.payload.count))
                         m.d.sync += cw.eq(0)
-                with m.If(c.valid & c.payload.end):
-                    with m.If(c.payload.error):
+                with m.If(oc.valid & oc.payload.end):
+                    with m.If(oc.payload.error):
                         raise_error(_E["KV_CLUSTER_LOST"][0])
                     with m.If(ncand[:exact_log2(n)] != 0 if n > 1 else Const(0)):
                         m.d.comb += [cm_w.addr.eq(ncand >> exact_log2(n)), cm_w.en.eq(1),
@@ -527,12 +539,39 @@ class VrexCore(wiring.Component):
             with m.State("G_HASH"):
                 with m.If(nh == 0):
                     m.next = "FINISH"
+                with m.Elif(regs.ctrl[2]):
+                    m.next = "C_SUM_PROG"
                 with m.Else():
-                    engine_cmd(kind=Kind.HASH, m=nh, k=cfg.hash_dim, l=cfg.n_hp,
-                               layer=dsc["layer"] * G + grp, step=dsc["step"])
-                    with m.If(e.cmd.ready):
-                        m.d.sync += i.eq(0)
-                        m.next = "G_HASH_HP"
+                    m.next = "G_HASH_CMD"
+            # centring: the running sum of the group's hash-input keys, then per hyperplane
+            # the bias round_div(S · R_j, n) (docs/numerics.md §4)
+            with m.State("C_SUM_PROG"):
+                push(b0=ptr.kh, beats=row_beats, n_out=nh, n_in=hpg, s_out=d, s_in=t * d,
+                     dest=_SUM)
+                m.d.sync += [c.sum_left.eq(nh * (hpg * row_beats)), c.w.eq(0)]
+                with m.If(pq.w_rdy):
+                    m.next = "C_SUM"
+            with m.State("C_SUM"):
+                with m.If(c.sum_left == 0):
+                    m.d.comb += [c.n_wr.addr.eq(c.ctx), c.n_wr.en.eq(1),
+                                 c.n_wr.data.eq(c.n_rd.data + nh)]
+                    m.d.sync += [c.n.eq(c.n_rd.data + nh), c.j.eq(0), c.w.eq(0),
+                                 c.acc.eq(0)]
+                    m.next = "C_DOT_PROG"
+            with m.State("C_DOT_PROG"):
+                push(b0=ptr.hp, beats=cfg.n_hp * cfg.hash_dim // bus, n_out=1, n_in=1,
+                     dest=_DOT)
+                with m.If(pq.w_rdy):
+                    m.next = "C_DOT"
+            with m.State("C_DOT"):
+                with m.If(c.j == cfg.n_hp):
+                    m.next = "G_HASH_CMD"
+            with m.State("G_HASH_CMD"):
+                engine_cmd(kind=Kind.HASH, m=nh, k=cfg.hash_dim, l=cfg.n_hp,
+                           layer=dsc["layer"] * G + grp, step=dsc["step"])
+                with m.If(e.cmd.ready):
+                    m.d.sync += i.eq(0)
+                    m.next = "G_HASH_HP"
             with m.State("G_HASH_HP"):
                 push(b0=ptr.hp, beats=cfg.n_hp * cfg.hash_dim // bus, n_out=1, n_in=1,
                      dest=_B)
@@ -544,7 +583,12 @@ class VrexCore(wiring.Component):
                 with m.If(pq.w_rdy):
                     m.next = "G_HASH_BIAS"
             with m.State("G_HASH_BIAS"):
-                m.d.comb += e.bias.valid.eq(1)          # no centring: zero biases
+                m.d.comb += e.bias.valid.eq(1)          # zero biases without centring
+                with m.If(regs.ctrl[2]):
+                    for ln in range(n):
+                        m.d.comb += e.bias.payload.data[ln].eq(
+                            Array(c.bias)[(i << exact_log2(n)) + ln] if n > 1 else
+                            Array(c.bias)[i])
                 with m.If(e.bias.ready):
                     m.d.sync += i.eq(i + 1)
                     with m.If(i == -(-cfg.n_hp // n) - 1):
@@ -595,6 +639,87 @@ class VrexCore(wiring.Component):
                     m.next = "IDLE"
         x.fsm = fsm
         self._errors(m, x, dsc)
+
+    def _centring(self, m, x, dsc, grp, G):
+        """The centring sums ``S`` (per layer and group, ``hash_dim`` int32 values, on chip)
+        and counts ``n``; the running sum takes the ``_SUM`` beats, a word of the hash input
+        row a cycle; the dot products take the hyperplane rows (``_DOT`` beats) with
+        ``bus_bytes`` multipliers, and a restoring divider gives ``round_div(S · R_j, n)``
+        per hyperplane, one quotient bit a cycle. Cleared after reset (``INIT``)."""
+        cfg = self._cfg
+        bus = cfg.kvmu_bus_bytes
+        W = cfg.hash_dim // bus                     # words of a hash input row
+        ctxs = cfg.n_layers * G
+        c = SimpleNamespace()
+        c.ctx = Signal(range(max(2, ctxs)))
+        m.d.comb += c.ctx.eq(dsc["layer"] * G + grp)
+        sm = memory.Memory(shape=data.ArrayLayout(signed(32), bus), depth=ctxs * W, init=[])
+        nm = memory.Memory(shape=32, depth=max(2, ctxs), init=[])
+        m.submodules.centre_sums, m.submodules.centre_counts = sm, nm
+        c.s_wr, c.s_rd = sm.write_port(), sm.read_port(domain="comb")
+        c.n_wr, c.n_rd = nm.write_port(), nm.read_port(domain="comb")
+        m.d.comb += c.n_rd.addr.eq(c.ctx)
+        c.w = Signal(range(W + 1))                  # word of the row
+        c.sum_left = Signal(32)
+        c.n = Signal(32)
+        c.j = Signal(range(cfg.n_hp + 1))
+        c.acc = Signal(signed(64))
+        c.bias = [Signal(signed(cfg.attn_acc_bits), name=f"centre_bias_{j}")
+                  for j in range(cfg.n_hp)]
+        c.init = Signal(range(ctxs * W + 2), init=0)
+        c.init_done = Signal()
+        d = x.dma.o
+        word = d.payload.data
+        vals = [word[8 * k:8 * k + 8].as_signed() for k in range(bus)]
+        m.d.comb += c.s_rd.addr.eq(c.ctx * W + c.w)
+        # clear after reset
+        with m.If(~c.init_done):
+            m.d.comb += [c.s_wr.addr.eq(c.init), c.s_wr.en.eq(1), c.s_wr.data.eq(0),
+                         c.n_wr.addr.eq(c.init), c.n_wr.en.eq(c.init < ctxs),
+                         c.n_wr.data.eq(0)]
+            m.d.sync += c.init.eq(c.init + 1)
+            with m.If(c.init == ctxs * W - 1):
+                m.d.sync += c.init_done.eq(1)
+        # the sums
+        with m.If(d.valid & (d.payload.dest == _SUM)):
+            m.d.comb += [c.s_wr.addr.eq(c.ctx * W + c.w), c.s_wr.en.eq(1)]
+            for k in range(bus):
+                m.d.comb += c.s_wr.data[k].eq(c.s_rd.data[k] + vals[k])
+            m.d.sync += [c.w.eq(Mux(c.w == W - 1, 0, c.w + 1)), c.sum_left.eq(c.sum_left - 1)]
+        # the dot products and the divider
+        dividing = Signal()
+        num, quo = Signal(66), Signal(66)
+        den = Signal(34)
+        rem = Signal(67)
+        bit = Signal(range(67))
+        neg = Signal()
+        m.d.comb += x.dot_ready.eq(~dividing)
+        with m.If(d.valid & (d.payload.dest == _DOT) & ~dividing):
+            prods = [c.s_rd.data[k] * vals[k] for k in range(bus)]
+            total = prods[0]
+            for p in prods[1:]:
+                total = total + p
+            nxt = c.acc + total
+            m.d.sync += [c.acc.eq(nxt), c.w.eq(Mux(c.w == W - 1, 0, c.w + 1))]
+            with m.If(c.w == W - 1):
+                # round_div: sign(a) · floor((2|a| + n) / (2n))
+                mag = Mux(nxt < 0, -nxt, nxt)
+                m.d.sync += [dividing.eq(1), neg.eq(nxt < 0), num.eq((mag << 1) + c.n),
+                             den.eq(c.n << 1), rem.eq(0), quo.eq(0), bit.eq(65)]
+        with m.If(dividing):
+            r2 = Cat(num.bit_select(bit, 1), rem[:66])
+            ge = r2 >= den
+            m.d.sync += [rem.eq(Mux(ge, r2 - den, r2)), quo.eq(Cat(ge, quo[:65])),
+                         bit.eq(bit - 1)]
+            with m.If(bit == 0):
+                q = Signal(signed(68))
+                m.d.comb += q.eq(Mux(neg, -Cat(ge, quo[:65]), Cat(ge, quo[:65])))
+                for j in range(cfg.n_hp):
+                    with m.If(c.j == j):
+                        m.d.sync += c.bias[j].eq(q)
+                m.d.sync += [dividing.eq(0), c.j.eq(c.j + 1), c.acc.eq(0)]
+        x.centre = c
+        return c
 
     def _jobgen(self, m, x, pq, prog_t):
         """Programs (two-level loops of jobs) into the read DMA's jobs."""

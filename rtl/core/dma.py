@@ -32,8 +32,8 @@ class DmaReader(wiring.Component):
             raise ValueError(f"depth ({depth}) must hold one burst ({burst} beats)")
         self._bus, self._addr_bits, self._burst, self._depth = bus_bytes, addr_bits, burst, depth
         self._tags = tags
-        self.job_layout = data.StructLayout({"addr": addr_bits, "beats": 16, "dest": 2})
-        self.out_layout = data.StructLayout({"data": 8 * bus_bytes, "dest": 2, "last": 1})
+        self.job_layout = data.StructLayout({"addr": addr_bits, "beats": 16, "dest": 3})
+        self.out_layout = data.StructLayout({"data": 8 * bus_bytes, "dest": 3, "last": 1})
         members = axi4_master_members("m_axi", addr_bits, 8 * bus_bytes)
         super().__init__({
             "job": In(stream.Signature(self.job_layout)),
@@ -46,11 +46,11 @@ class DmaReader(wiring.Component):
         m = Module()
         bus, lg = self._bus, exact_log2(self._bus)
         s = lambda n: getattr(self, f"m_axi_{n}")
-        dq = fifo.SyncFIFOBuffered(width=8 * bus + 3, depth=self._depth)
-        tq = fifo.SyncFIFOBuffered(width=3 + self._addr_bits, depth=self._tags)
+        dq = fifo.SyncFIFOBuffered(width=8 * bus + 4, depth=self._depth)
+        tq = fifo.SyncFIFOBuffered(width=4 + self._addr_bits, depth=self._tags)
         m.submodules.data, m.submodules.tags = dq, tq
         active = Signal()
-        addr, rem, dest = Signal(self._addr_bits), Signal(16), Signal(2)
+        addr, rem, dest = Signal(self._addr_bits), Signal(16), Signal(3)
         reserved = Signal(range(self._depth + 1))     # beats promised to bursts in flight
         beats = burst_beats(m, addr, rem, Const(self._burst, 9), bus, "dma")
         take_job = ~active
@@ -74,7 +74,7 @@ class DmaReader(wiring.Component):
                 m.d.sync += active.eq(0)
         m.d.sync += reserved.eq(reserved + Mux(s("arvalid") & s("arready"), beats, 0)
                                 - got)
-        tag_dest, tag_last, tag_addr = tq.r_data[:2], tq.r_data[2], tq.r_data[3:]
+        tag_dest, tag_last, tag_addr = tq.r_data[:3], tq.r_data[3], tq.r_data[4:]
         m.d.comb += [s("rready").eq(tq.r_rdy),      # a beat's tag is known before it is taken
                      dq.w_data.eq(Cat(s("rdata"), tag_dest, tag_last & s("rlast"))),
                      dq.w_en.eq(got), tq.r_en.eq(got & s("rlast"))]

@@ -204,7 +204,7 @@ class CoreRegisters(wiring.Component):
     def _write(self, m, x, r, wd, mask):
         name = r.name
         if name == "CTRL":
-            m.d.sync += self.ctrl.eq((self.ctrl & ~mask) | (wd & mask & 1))
+            m.d.sync += self.ctrl.eq((self.ctrl & ~mask) | (wd & mask & 0b101))
             with m.If(wd[1] & mask[1]):
                 m.d.comb += [self.soft_reset.eq(1), x.flush.eq(1), x.clear_error.eq(1)]
                 m.d.sync += x.word.eq(0)

@@ -113,7 +113,7 @@ def _registers(cfg, io_base, io_size) -> list:
             (off["AGE"], (cfg.max_age or 0) | int(cfg.max_age is not None) << 16),
             (off["TH_R"], cfg.th_r_fixed),
             *lo_hi("IO_BASE", io_base), (off["IO_SIZE"], io_size),
-            (off["IRQ_ENABLE"], 0b111), (off["CTRL"], 1)]
+            (off["IRQ_ENABLE"], 0b111), (off["CTRL"], 1 | int(cfg.centre) << 2)]
     return regs
 
 

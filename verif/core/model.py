@@ -66,7 +66,7 @@ class RegsModel:
             return SLVERR
         mask = sum(0xFF << (8 * i) for i in range(4) if strb >> i & 1)
         if r.name == "CTRL":
-            self.rw["CTRL"] = (self.rw["CTRL"] & ~mask) | (data & mask & 1)
+            self.rw["CTRL"] = (self.rw["CTRL"] & ~mask) | (data & mask & 0b101)
             if data & mask & 2:                          # soft reset
                 self.queue, self.stage, self.code = [], [], 0
         elif r.name == "ERROR_CODE":
@@ -232,6 +232,7 @@ def scenario(cfg, seed: int = 0):
              ("read", off["ERROR_CODE"]), ("read", off["ERROR_ADDR_LO"]),
              ("read", off["ERROR_ADDR_HI"]), ("write", off["IRQ_STATUS"], 7, 0xF),
              ("read", off["IRQ_STATUS"]),
+             ("write", off["CTRL"], 5, 0xF), ("read", off["CTRL"]),
              ("write", off["CTRL"], 3, 0xF), ("read", off["CTRL"]), ("read", off["STATUS"]),
              ("read", off["ERROR_CODE"])]
     return acts

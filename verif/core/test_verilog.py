@@ -26,11 +26,13 @@ def trace_config(preset="paper", **kw):
     """The bundled trace's geometry; B holds the longest attended set (889 tokens)."""
     from verif.lib.traces import bundled
     tr, _ = bundled()
-    return Config.from_preset(preset, **tr.geometry(), **{**dict(attn_b_rows=1024), **kw})
+    return Config.from_preset(preset, **tr.geometry(),
+                              **{**dict(attn_b_rows=1024, attn_acc_bits=34), **kw})
 
 
 CORE_POINTS = {
     "synth": (synth_config, "synthetic"),
+    "synth_tuned": (lambda: synth_config("tuned"), "synthetic_stream_quiet"),
     "synth_bus8_n4": (lambda: synth_config(kvmu_bus_bytes=8, attn_n=4, near_blocks=8),
                       "synthetic_stream_hostile"),
 }

@@ -123,7 +123,8 @@ def test_registers_from_presets():
 
 @pytest.mark.parametrize("block", BLOCKS)
 def test_every_block_builds_from_the_config(block):
-    cfg = Config(n_layers=2, hcu_contexts=1, wtu_row_entries=256)
+    # the core keeps every layer's HCU context on chip (no save and restore yet)
+    cfg = Config(n_layers=2, hcu_contexts=2 if block == "core" else 1, wtu_row_entries=256)
     b = BLOCKS[block].from_config(cfg)
     assert set(cfg.block_registers(block)) <= {n for n, *_ in b.signature.members.flatten()
                                                } | set(b.signature.members)
@@ -134,3 +135,11 @@ def test_every_block_builds_from_the_config(block):
 def test_config_errors_are_parameter_errors():
     with pytest.raises(ParameterError):
         Config(hcu_lanes=3)
+
+
+def test_core_refuses_a_build_it_cannot_run():
+    from rtl import VrexCore
+    with pytest.raises(ParameterError, match=r"hcu_contexts \(1\) must cover n_layers"):
+        VrexCore(Config(n_layers=2, hcu_contexts=1))
+    with pytest.raises(ParameterError, match="head_dim .* must be a multiple of kvmu_bus_bytes"):
+        VrexCore(Config(n_layers=1, head_dim=8))
