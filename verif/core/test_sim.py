@@ -26,3 +26,36 @@ def test_bad_queue_depth():
     params = {**Config().block_params("core_regs"), "perf": ()}
     with pytest.raises(ValueError, match="queue_depth must be an integer from 1 to 64"):
         CoreRegisters(**{**params, "queue_depth": 0})
+
+
+# --- the whole core, end to end (small streams: the simulator runs about 700 core cycles a
+# second; the Verilog tier runs the longer streams and the bundled trace) -------------------
+
+TINY = dict(n_layers=1, n_q_heads=2, n_kv_heads=1, head_dim=16, n_frames=2,
+            tokens_per_frame=4, prefix_tokens=4, header_tokens=1, question_tokens=2)
+
+
+def tiny_config(preset, **kw):
+    geo = {k: TINY[k] for k in ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")}
+    return Config.from_preset(preset, **geo, **{**dict(
+        kvmu_clusters=16, kvmu_blocks=32, near_blocks=4, attn_b_rows=32, core_max_tokens=16,
+        wtu_row_entries=32, window=16, hcu_lanes=4), **kw})
+
+
+@pytest.mark.parametrize("preset, bus, n, latency, pauses", [
+    ("paper", 16, 8, 0, 0.0),
+    ("tuned", 8, 4, 7, 0.3),
+])
+def test_core_end_to_end(preset, bus, n, latency, pauses):
+    """A tiny stream (prompt, two frames, a question): every hash, cluster, selection,
+    fetched token and output row equals golden.core.run_stream; no error."""
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    cfg = tiny_config(preset, kvmu_bus_bytes=bus, attn_n=n)
+    plan = plan_stream(tr, qt, cfg)
+    obs, info = run_core(plan, latency=latency, bus_pauses=pauses, host_cross="both",
+                         seed=3, max_cycles=200_000)
+    assert not compare_run(plan, obs), compare_run(plan, obs)
+    assert info["error"] & 0xFF == 0, hex(info["error"])
+    assert info["perf"]["core_descriptors"] == len(plan.descriptors)
