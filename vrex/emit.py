@@ -2,7 +2,10 @@
 
 ``python -m vrex.emit [--out build/verilog] [--config cfg.json] [--lint] [block ...]`` writes
 ``<block>.v`` for every block of :data:`rtl.BLOCKS`, built from one :class:`vrex.config.Config`,
-and ``vrex_regs.h``, the core's register map for host software (``vrex/regmap.py``).
+``vrex_regs.h``, the core's register map for host software (``vrex/regmap.py``), and
+``vrex_core.core``, a FuseSoC (CAPI2) description of the core: ``fusesoc --cores-root
+build/verilog run --target=lint vrex:vrex:core`` lints it with Verilator, ``--target=synth``
+synthesises it with Yosys for ECP5.
 """
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from pathlib import Path
 from .config import Config
 from .toolchain import setup_environ, tool_env
 
-__all__ = ["emit_verilog", "write_verilog", "lint", "load_config", "main", "LINT_WAIVERS"]
+__all__ = ["emit_verilog", "write_verilog", "write_fusesoc", "lint", "load_config", "main",
+           "LINT_WAIVERS"]
 
 LINT_WAIVERS = Path(__file__).resolve().parent / "lint.vlt"
 
@@ -30,6 +34,60 @@ def write_verilog(component, name: str, out_dir) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.v"
     path.write_text(emit_verilog(component, name))
+    return path
+
+
+FUSESOC_NAME = "vrex:vrex:core:0.1.0"
+
+
+def write_fusesoc(out_dir, verilog: str = "core.v", top: str = "core") -> Path:
+    """``vrex_core.core`` beside the emitted Verilog: the file set (the Verilog and the lint
+    waivers) and the targets lint (Verilator, lint only, -Wall), sim (Verilator, the core
+    built as a library for a C++ or cocotb testbench) and synth (Yosys, ECP5)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    waivers = out / "vrex_lint.vlt"
+    waivers.write_text(LINT_WAIVERS.read_text())
+    text = f"""CAPI=2:
+name: {FUSESOC_NAME}
+description: V-Rex core (hardware KV-cache retrieval for streaming video LLMs), emitted by
+  python -m vrex.emit from one vrex.config.Config; AXI4-Lite slave s_axil_*, AXI4 master
+  m_axi_*, irq, one clock (clk), synchronous reset (rst)
+
+filesets:
+  rtl:
+    files:
+      - vrex_lint.vlt: {{file_type: vlt}}
+      - {verilog}: {{file_type: verilogSource}}
+
+targets:
+  default: &default
+    filesets: [rtl]
+    toplevel: {top}
+  lint:
+    <<: *default
+    default_tool: verilator
+    tools:
+      verilator:
+        mode: lint-only
+        verilator_options: [-Wall]
+  sim:
+    <<: *default
+    default_tool: verilator
+    tools:
+      verilator:
+        mode: cc
+        verilator_options: [-Wno-fatal]
+  synth:
+    <<: *default
+    default_tool: yosys
+    tools:
+      yosys:
+        arch: ecp5
+        output_format: json
+"""
+    path = out / "vrex_core.core"
+    path.write_text(text)
     return path
 
 
@@ -55,6 +113,9 @@ def main(argv=None) -> int:
     header = Path(args.out) / "vrex_regs.h"
     header.write_text(c_header(core_blocks()))
     print(f"wrote {header} (the core's register map and descriptor, for host software)")
+    if "core" in (args.blocks or list(BLOCKS)):
+        print(f"wrote {write_fusesoc(args.out)} (FuseSoC: fusesoc --cores-root {args.out} "
+              f"run --target=lint {FUSESOC_NAME})")
     return 0
 
 

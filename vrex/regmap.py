@@ -67,8 +67,9 @@ REGISTERS = (
         _f("buckets", 16, 8, "WiCSum buckets"), _f("block_tokens", 24, 8, "tokens a KV block"))),
     Register("CTRL", 0x010, "RW", "control", (
         _f("enable", 0, 1, "take descriptors from the queue"),
-        _f("soft_reset", 1, 1, "W1S: return every block to idle, empty the queue, clear the "
-                               "error; registers keep their values"),
+        _f("soft_reset", 1, 1, "W1S: return every block to idle (outstanding bursts finish "
+                               "first), empty the queue, clear the error and the layers' last "
+                               "versions: a new stream; registers keep their values"),
         _f("centre", 2, 1, "hash centred on the layer's running mean hash-input key (D1, "
                            "the tuned preset)"))),
     Register("STATUS", 0x014, "RO", "status", (

@@ -276,3 +276,5 @@ class CoreRegisters(wiring.Component):
             with m.Else():
                 m.d.comb += [x.q.w_data.eq(Cat(*x.stage)), x.q.w_en.eq(1)]
                 m.d.sync += last[f["layer"]].eq(f["version"])
+        with m.If(x.flush):                 # a soft reset starts a new stream
+            m.d.sync += [v.eq(0) for v in last]

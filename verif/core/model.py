@@ -67,8 +67,9 @@ class RegsModel:
         mask = sum(0xFF << (8 * i) for i in range(4) if strb >> i & 1)
         if r.name == "CTRL":
             self.rw["CTRL"] = (self.rw["CTRL"] & ~mask) | (data & mask & 0b101)
-            if data & mask & 2:                          # soft reset
+            if data & mask & 2:                          # soft reset: a new stream
                 self.queue, self.stage, self.code = [], [], 0
+                self.last = {}
         elif r.name == "ERROR_CODE":
             if data & mask & 1:
                 self.code = 0

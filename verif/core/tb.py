@@ -64,13 +64,11 @@ class CoreTB:
         d = self.dut
         lay = lambda blk, port: getattr(blk, port).payload.shape()
         taps = [
-            (d.engine, "o_hash", lay(core.engine, "o_hash"), ("hash",), self.obs.hashes,
+            (d.engine, "o_hash", lay(core.engine, "o_hash"), ("hash",), "hashes",
              lambda v: v[0]),
-            (d.hcu, "o", lay(core.hcu, "o"), ("cluster",), self.obs.clusters, lambda v: v[0]),
-            (d.wtu, "o", lay(core.wtu, "o"), ("cluster", "last"), self.obs.selections,
-             tuple),
-            (d.kvmu, "o_kv", lay(core.kvmu, "o_kv"), ("token", "end"), self.obs.fetched,
-             tuple),
+            (d.hcu, "o", lay(core.hcu, "o"), ("cluster",), "clusters", lambda v: v[0]),
+            (d.wtu, "o", lay(core.wtu, "o"), ("cluster", "last"), "selections", tuple),
+            (d.kvmu, "o_kv", lay(core.kvmu, "o_kv"), ("token", "end"), "fetched", tuple),
         ]
         sigs = []
         for scope, port, layout, fields, into, fmt in taps:
@@ -84,7 +82,8 @@ class CoreTB:
             for valid, ready, payload, spans, into, fmt in sigs:
                 if valid.value and ready.value:
                     p = int(payload.value)
-                    into.append(fmt([(p >> lo) & ((1 << w) - 1) for lo, w in spans]))
+                    getattr(self.obs, into).append(
+                        fmt([(p >> lo) & ((1 << w) - 1) for lo, w in spans]))
 
     def snapshot(self) -> str:
         """The sequencer's and the blocks' states and the streams between them, for a
@@ -116,14 +115,17 @@ class CoreTB:
     async def read(self, off):
         return await self.host.read_dword(off)
 
-    async def run_plan(self, plan, max_cycles=None):
+    async def run_plan(self, plan, max_cycles=None, registers=True):
         """Registers, descriptors as the queue takes them, wait for all done; the output
         rows and the error register into ``self.obs``; returns the error register."""
+        if not registers:
+            plan = type(plan)(**{**plan.__dict__, "registers": []})
         for addr, raw in plan.image.items():
             self.ram.write(addr, raw)
         for off, value in plan.registers:
             await self.write(off, value)
         depth = self.cfg.core_queue_depth
+        base = await self.read(OFF["DESC_DONE"])
         for desc in plan.descriptors:
             while ((await self.read(OFF["STATUS"]) >> 8) & 0xFF) >= depth:
                 await ClockCycles(self.dut.clk, 20)
@@ -132,7 +134,7 @@ class CoreTB:
         start = self.cycle
         max_cycles = max_cycles or int(os.environ.get("VREX_MAX_CYCLES", 50_000_000))
         while True:
-            done = await self.read(OFF["DESC_DONE"])
+            done = await self.read(OFF["DESC_DONE"]) - base
             self.obs.done = done
             if done >= len(plan.descriptors):
                 break
@@ -205,3 +207,86 @@ async def bundled_trace(dut):
     steps = int(os.environ.get("VREX_STEPS", 0)) or None
     plan = plan_stream(tr, qt, cfg, steps=steps)
     await _stream(dut, plan, latency=(0, 30), bus_pause=0.3, seed=3)
+
+
+@cocotb.test()
+async def write_error_is_reported_and_nothing_else_changes(dut):
+    """SLVERR on one output beat's write: ERROR_CODE says BUS_WRITE with the descriptor's
+    version and the address; every descriptor completes; every hash, cluster, selection and
+    fetch, and every other output row, is the golden model's."""
+    cfg = tb_config()
+    plan = _synthetic(cfg, 5)
+    k = next(i for i, g in enumerate(plan.golden) if g.heads[0].selected)
+    addr = plan.descriptors[k]["o_addr"]
+    tb = CoreTB(dut, latency=(0, 20), bus_pause=0.2, seed=5)
+    await tb.start()
+    tb.ram.faults[("write", addr)] = 2
+    err = await tb.run_plan(plan)
+    assert err & 0xFF == regmap.ERRORS["BUS_WRITE"][0], hex(err)
+    assert err >> 16 == plan.descriptors[k]["version"]
+    lo, hi = await tb.read(OFF["ERROR_ADDR_LO"]), await tb.read(OFF["ERROR_ADDR_HI"])
+    assert lo | hi << 32 == addr
+    o = tb.obs.o_rows[k]
+    n = 2 * cfg.attn_n // 2
+    assert (o[0, 0, :n] == -0x5A5B).all(), "the failed write changed memory"
+    o = o.copy()
+    o[0, 0, :n] = plan.golden[k].heads[0].o[0, :n]
+    tb.obs.o_rows[k] = o
+    bad = compare_run(plan, tb.obs)
+    assert not bad, "\n".join(bad)
+
+
+@cocotb.test()
+async def read_error_stores_nothing_of_its_descriptor(dut):
+    """SLVERR on a query read: BUS_READ with the address; every descriptor still completes
+    and none of the failed descriptor's tokens is stored (the KVMU's stored-token count is
+    the stream's less that descriptor's)."""
+    cfg = tb_config()
+    plan = _synthetic(cfg, 6)
+    k = next(i for i, g in enumerate(plan.golden) if g.heads[0].clusters)
+    addr = plan.descriptors[k]["q_addr"]
+    tb = CoreTB(dut, latency=(0, 20), seed=6)
+    await tb.start()
+    tb.ram.faults[("read", addr)] = 3
+    err = await tb.run_plan(plan)
+    assert err & 0xFF == regmap.ERRORS["BUS_READ"][0], hex(err)
+    assert err >> 16 == plan.descriptors[k]["version"]
+    lo, hi = await tb.read(OFF["ERROR_ADDR_LO"]), await tb.read(OFF["ERROR_ADDR_HI"])
+    assert lo | hi << 32 == addr
+    perf = await tb.counters()
+    hashed = [g.hashes.shape[1] * g.hashes.shape[0] for g in plan.golden]
+    assert perf["kvmu_stored_tokens"] == sum(hashed) - hashed[k], \
+        (perf["kvmu_stored_tokens"], sum(hashed), hashed[k])
+
+
+@cocotb.test()
+async def soft_reset_mid_stream_then_a_new_stream(dut):
+    """A soft reset while the core runs (bursts in flight, under pauses and latency): it
+    returns to idle with an empty queue and no error; the same stream then runs again from
+    the start and matches the golden model bit for bit."""
+    cfg = tb_config()
+    plan = _synthetic(cfg, 7)
+    tb = CoreTB(dut, latency=(0, 40), bus_pause=0.3, seed=7)
+    await tb.start()
+    for addr, raw in plan.image.items():
+        tb.ram.write(addr, raw)
+    for off, value in plan.registers:
+        await tb.write(off, value)
+    for desc in plan.descriptors[:3]:
+        for w in regmap.encode_descriptor(**desc):
+            await tb.write(OFF["DESC_DATA"], w)
+    await ClockCycles(dut.clk, 3000)
+    assert (await tb.read(OFF["STATUS"])) & 1, "the core should be busy"
+    ctrl = await tb.read(OFF["CTRL"])
+    await tb.write(OFF["CTRL"], ctrl | 2)
+    for _ in range(2000):
+        st = await tb.read(OFF["STATUS"])
+        if st & 1 == 0 and st & 2:
+            break
+        await ClockCycles(dut.clk, 10)
+    else:
+        raise AssertionError(f"not idle after a soft reset: STATUS {st:#x}")
+    assert (await tb.read(OFF["ERROR_CODE"])) & 0xFF == 0
+    tb.obs = Observed()
+    err = await tb.run_plan(plan, registers=False)
+    _check(plan, tb, err)

@@ -31,10 +31,10 @@ def trace_config(preset="paper", **kw):
 
 
 CORE_POINTS = {
-    "synth": (synth_config, "synthetic"),
-    "synth_tuned": (lambda: synth_config("tuned"), "synthetic_stream_quiet"),
-    "synth_bus8_n4": (lambda: synth_config(kvmu_bus_bytes=8, attn_n=4, near_blocks=8),
-                      "synthetic_stream_hostile"),
+    "synth": (synth_config, "synthetic|error|soft_reset"),
+    "synth_tuned_bus8_n4": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
+                                                 near_blocks=8),
+                            "synthetic_stream_hostile|soft_reset"),
 }
 
 
