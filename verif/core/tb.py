@@ -197,16 +197,75 @@ async def synthetic_stream_hostile_bus(dut):
     await _stream(dut, _synthetic(cfg, 2), latency=(0, 60), bus_pause=0.3, seed=2)
 
 
-@cocotb.test()
-async def bundled_trace(dut):
-    """The bundled real trace (the build's preset; VREX_STEPS steps, all by default) with
-    random latency and pauses."""
+async def soft_reset(tb):
+    """CTRL.soft_reset, then wait until the core is idle with an empty queue."""
+    ctrl = await tb.read(OFF["CTRL"])
+    await tb.write(OFF["CTRL"], ctrl | 2)
+    for _ in range(5000):
+        st = await tb.read(OFF["STATUS"])
+        if st & 1 == 0 and st & 2:
+            return
+        await ClockCycles(tb.dut.clk, 10)
+    raise AssertionError(f"not idle after a soft reset: STATUS {st:#x}")
+
+
+def trace_plans(cfg):
+    """The bundled trace under each preset of VREX_PRESETS (both by default; the hardware
+    is the same, the presets differ in run-time registers and the hash input), its first
+    VREX_STEPS steps (all by default)."""
     from verif.lib.traces import bundled
-    cfg = tb_config()
+    from vrex.config import PRESETS
     tr, qt = bundled()
     steps = int(os.environ.get("VREX_STEPS", 0)) or None
-    plan = plan_stream(tr, qt, cfg, steps=steps)
-    await _stream(dut, plan, latency=(0, 30), bus_pause=0.3, seed=3)
+    out = []
+    for p in os.environ.get("VREX_PRESETS", "paper,tuned").split(","):
+        run = cfg.replace(preset=p, **PRESETS[p])
+        out.append((p, plan_stream(tr, qt, run, steps=steps)))
+    return out
+
+
+@cocotb.test()
+async def bundled_trace(dut):
+    """The bundled real trace end to end under both presets, one after the other with a
+    soft reset between them (a new stream), under random latency and pauses; per step and
+    layer a PASS/FAIL line (and VREX_TRACE_OUT gets the table and the cycle counts)."""
+    import json
+    cfg = tb_config()
+    tb = CoreTB(dut, latency=(0, 30), bus_pause=0.2, seed=3)
+    await tb.start()
+    report = {}
+    for k, (preset, plan) in enumerate(trace_plans(cfg)):
+        if k:
+            await soft_reset(tb)
+        tb.obs = Observed()
+        c0 = tb.cycle
+        perf0 = await tb.counters()
+        err = await tb.run_plan(plan)
+        perf = await tb.counters()
+        rows = []
+        for i, ls in enumerate(plan.golden):
+            rows.append({"step": ls.step, "layer": ls.layer, "tokens": ls.step_len,
+                         "ok": _descriptor_ok(plan, tb.obs, i)})
+        report[preset] = {"descriptors": len(plan.descriptors), "cycles": tb.cycle - c0,
+                          "rows": rows, "error_code": err,
+                          "counters": {n: perf[n] - perf0[n] for n in perf}}
+        _check(plan, tb, err)
+    out = os.environ.get("VREX_TRACE_OUT")
+    if out:
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+def _descriptor_ok(plan, obs, i) -> bool:
+    """Descriptor i's output rows equal the golden model's (the whole-run comparison checks
+    every hash, cluster, selection and fetch in order)."""
+    import numpy as np
+    ls, cfg = plan.golden[i], plan.cfg
+    if i >= len(obs.o_rows):
+        return False
+    want = np.concatenate([h.o.reshape(cfg.group_size, ls.step_len, cfg.head_dim)
+                           for h in ls.heads])
+    return bool((obs.o_rows[i] == want).all())
 
 
 @cocotb.test()
@@ -277,16 +336,43 @@ async def soft_reset_mid_stream_then_a_new_stream(dut):
             await tb.write(OFF["DESC_DATA"], w)
     await ClockCycles(dut.clk, 3000)
     assert (await tb.read(OFF["STATUS"])) & 1, "the core should be busy"
-    ctrl = await tb.read(OFF["CTRL"])
-    await tb.write(OFF["CTRL"], ctrl | 2)
-    for _ in range(2000):
-        st = await tb.read(OFF["STATUS"])
-        if st & 1 == 0 and st & 2:
-            break
-        await ClockCycles(dut.clk, 10)
-    else:
-        raise AssertionError(f"not idle after a soft reset: STATUS {st:#x}")
+    await soft_reset(tb)
     assert (await tb.read(OFF["ERROR_CODE"])) & 0xFF == 0
     tb.obs = Observed()
     err = await tb.run_plan(plan, registers=False)
     _check(plan, tb, err)
+
+
+@cocotb.test()
+async def soak(dut):
+    """A long synthetic stream (VREX_SOAK_FRAMES frames, 6 by default) under random
+    pipelined read latency (0-80 cycles) and pauses on every channel, with SLVERR injected on
+    one output write in every fourth descriptor: every hash, cluster, selection, fetch and
+    every output row not hit by a fault equals the golden model; each fault is reported."""
+    cfg = tb_config()
+    frames = int(os.environ.get("VREX_SOAK_FRAMES", 6))
+    tr, qt = synthetic_stream(11, **{**SYNTH, "n_frames": frames})
+    plan = plan_stream(tr, qt, cfg)
+    tb = CoreTB(dut, latency=(0, 80), bus_pause=0.25, seed=11)
+    await tb.start()
+    hit = [k for k in range(3, len(plan.descriptors), 4)]
+    for k in hit:
+        tb.ram.faults[("write", plan.descriptors[k]["o_addr"])] = 2
+    err = await tb.run_plan(plan)
+    assert err & 0xFF == regmap.ERRORS["BUS_WRITE"][0], hex(err)
+    n = cfg.attn_n
+    for k in hit:
+        o = tb.obs.o_rows[k].copy()
+        assert (o[0, 0, :n] == -0x5A5B).all(), "a failed write changed memory"
+        o[0, 0, :n] = plan.golden[k].heads[0].o[0, :n]
+        tb.obs.o_rows[k] = o
+    bad = compare_run(plan, tb.obs)
+    assert not bad, "\n".join(bad)
+    dut._log.info(f"soak: {len(plan.descriptors)} descriptors, {tb.cycle} cycles, "
+                  f"{len(hit)} injected write errors, zero mismatches")
+    out = os.environ.get("VREX_SOAK_OUT")
+    if out:
+        import json
+        with open(out, "w") as f:
+            json.dump({"descriptors": len(plan.descriptors), "cycles": tb.cycle,
+                       "frames": frames, "write_errors": len(hit), "mismatches": 0}, f)

@@ -31,7 +31,7 @@ def trace_config(preset="paper", **kw):
 
 
 CORE_POINTS = {
-    "synth": (synth_config, "synthetic|error|soft_reset"),
+    "synth": (synth_config, "synthetic|error|soft_reset|soak"),
     "synth_tuned_bus8_n4": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
                                                  near_blocks=8),
                             "synthetic_stream_hostile|soft_reset"),
@@ -44,12 +44,48 @@ def test_core_verilog(point):
     run_point("core", point, make(), test_filter=tests)
 
 
-@pytest.mark.parametrize("preset", ["paper"])
-def test_core_bundled_trace(preset):
-    """The bundled trace end to end, its first steps (the whole trace runs in make soak)."""
+def test_core_bundled_trace():
+    """The bundled trace end to end under both presets (one build: the presets differ only
+    in run-time registers), its first two steps (prompt and a frame; the whole trace runs in
+    make soak and make demo)."""
     import os
-    os.environ["VREX_STEPS"] = "4"
+    os.environ["VREX_STEPS"] = "2"
     try:
-        run_point("core", f"trace_{preset}", trace_config(preset), test_filter="bundled")
+        run_point("core", "trace", trace_config(attn_b_rows=256, attn_acc_bits=32),
+                  test_filter="bundled")
     finally:
         del os.environ["VREX_STEPS"]
+
+
+@pytest.mark.soak
+def test_core_whole_trace():
+    """make soak: the whole bundled trace under both presets (B holds the longest attended
+    set, 889 tokens); its table in build/soak/core_trace.json."""
+    import os
+    from verif.lib.traces import ROOT
+    out = ROOT / "build" / "soak" / "core_trace.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.environ["VREX_TRACE_OUT"] = str(out)
+    try:
+        run_point("core", "trace_whole", trace_config(), test_filter="bundled")
+    finally:
+        del os.environ["VREX_TRACE_OUT"]
+
+
+@pytest.mark.soak
+def test_core_soak():
+    """make soak: a stream of 60 frames (over a million cycles) under latency, pauses and
+    injected write errors, zero mismatches; its figures in build/soak/core.json."""
+    import os
+    from verif.lib.traces import ROOT
+    out = ROOT / "build" / "soak" / "core.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.environ.update(VREX_SOAK_FRAMES="60", VREX_SOAK_OUT=str(out))
+    try:
+        run_point("core", "soak", synth_config(kvmu_clusters=256, kvmu_blocks=512,
+                                                attn_b_rows=512, attn_acc_bits=34,
+                                                wtu_row_entries=256, core_max_tokens=64),
+                  test_filter="soak")
+    finally:
+        for k in ("VREX_SOAK_FRAMES", "VREX_SOAK_OUT"):
+            os.environ.pop(k, None)
