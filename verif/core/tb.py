@@ -49,7 +49,14 @@ class CoreTB:
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
         await RisingEdge(d.clk)
-        cocotb.start_soon(self._monitors())
+        self.taps = os.environ.get("VREX_TAPS", "1") != "0"
+        cocotb.start_soon(self._monitors() if self.taps else self._count())
+
+    async def _count(self):
+        """Cycles only (VREX_TAPS=0: the output rows are compared, not the streams)."""
+        while True:
+            await RisingEdge(self.dut.clk)
+            self.cycle += 1
 
     def _stream(self, scope, port, fields):
         valid, ready = getattr(scope, f"{port}__valid"), getattr(scope, f"{port}__ready")
@@ -157,7 +164,7 @@ class CoreTB:
 
 
 def _check(plan, tb, err):
-    bad = compare_run(plan, tb.obs)
+    bad = compare_run(plan, tb.obs, taps=tb.taps)
     assert not bad, "the core differs from the golden model:\n" + "\n".join(bad)
     assert err & 0xFF == 0, f"ERROR_CODE {err:#x}"
 

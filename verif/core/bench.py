@@ -1,0 +1,113 @@
+"""The core's benchmark under Verilator (``make bench``, ``make demo``): the bundled trace end
+to end, cycles never wall time.
+
+The host writes one descriptor at a time and reads the core's counters after each, so every
+descriptor's cycles split into its phases (prediction: candidate lists, scoring, selection;
+attention: the fetch, the attended set's rows and the output; hashing; storing). Each
+descriptor's output rows are compared with ``golden.core.run_stream`` (PASS/FAIL per step and
+layer); the stream monitors are off for speed (the test suite runs them). The memory answers
+every read ``VREX_BENCH_LATENCY`` cycles (0 by default) after its address, without pauses. A
+build whose ``attn_b_rows`` cannot hold the trace's longest attended set is benchmarked with
+``attn_b_rows`` 1024 (``verif.bench`` says so in the report). Writes ``BENCH_OUT`` (JSON) and
+``core.png`` beside it: cycles per descriptor against the tokens cached, per phase.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import cocotb
+from cocotb.triggers import ClockCycles
+
+from verif.core.tb import OFF, CoreTB, _descriptor_ok, trace_plans
+from verif.lib.runner import tb_config
+from vrex import regmap
+
+PHASES = ("core_predict", "core_attend", "core_hash", "core_store")
+
+
+@cocotb.test()
+async def bench_trace(dut):
+    cfg = tb_config()
+    os.environ["VREX_TAPS"] = "0"
+    lat = int(os.environ.get("VREX_BENCH_LATENCY", 0))
+    tb = CoreTB(dut, latency=(lat, lat) if lat else (0, 0), seed=1)
+    await tb.start()
+    report = {"config": cfg.to_dict(), "latency": lat, "presets": {}}
+    from verif.core.tb import soft_reset
+    for k, (preset, plan) in enumerate(trace_plans(cfg)):
+        if k:
+            await soft_reset(tb)
+        for addr, raw in plan.image.items():
+            tb.ram.write(addr, raw)
+        for off, value in plan.registers:
+            await tb.write(off, value)
+        rows = []
+        done0 = await tb.read(OFF["DESC_DONE"])
+        for i, desc in enumerate(plan.descriptors):
+            before = await tb.counters()
+            c0 = tb.cycle
+            for w in regmap.encode_descriptor(**desc):
+                await tb.write(OFF["DESC_DATA"], w)
+            while await tb.read(OFF["DESC_DONE"]) < done0 + i + 1:
+                await ClockCycles(dut.clk, 50)
+            after = await tb.counters()
+            ls = plan.golden[i]
+            tb.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(tb.ram.read(a, n)), i))
+            rows.append({"step": ls.step, "layer": ls.layer, "tokens": ls.step_len,
+                         "cached": ls.token0,
+                         "attended": [h.attended for h in ls.heads],
+                         "candidates": [len(h.clusters) for h in ls.heads],
+                         "cycles": after["core_busy"] - before["core_busy"],
+                         "host_cycles": tb.cycle - c0,
+                         **{p[5:]: after[p] - before[p] for p in PHASES},
+                         "ok": _descriptor_ok(plan, tb.obs, i)})
+        err = await tb.read(OFF["ERROR_CODE"])
+        report["presets"][preset] = {"rows": rows, "error_code": err,
+                                     "pass": all(r["ok"] for r in rows) and err & 0xFF == 0,
+                                     "cycles": sum(r["cycles"] for r in rows)}
+        tb.obs.o_rows = []
+    out = Path(os.environ["BENCH_OUT"])
+    out.write_text(json.dumps(report, indent=1))
+    _figure(report, out.with_suffix(".png"))
+    assert all(p["pass"] for p in report["presets"].values()), \
+        "the core's output differs from the golden model (see the report's rows)"
+
+
+def _figure(report, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(report["presets"]), figsize=(6 * len(report["presets"]), 4),
+                             squeeze=False)
+    for ax, (preset, p) in zip(axes[0], report["presets"].items()):
+        rows = [r for r in p["rows"] if r["layer"] == 0]
+        x = [r["cached"] for r in rows]
+        bottom = [0] * len(rows)
+        for ph in PHASES:
+            y = [r[ph[5:]] for r in rows]
+            ax.bar(x, y, bottom=bottom, width=30, label=ph[5:])
+            bottom = [b + v for b, v in zip(bottom, y)]
+        ax.set_xlabel("tokens cached before the step")
+        ax.set_ylabel("cycles (layer 0 descriptor)")
+        ax.set_title(f"bundled trace, {preset}: cycles per phase")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def summary(report: dict) -> list[str]:
+    out = []
+    for preset, p in report["presets"].items():
+        rows = p["rows"]
+        tot = {ph[5:]: sum(r[ph[5:]] for r in rows) for ph in PHASES}
+        all_c = sum(tot.values()) or 1
+        out.append(f"{'PASS' if p['pass'] else 'FAIL'} {preset}: {len(rows)} descriptors "
+                   f"(steps x layers) bit-exact, {p['cycles']} cycles; "
+                   + ", ".join(f"{k} {100 * v / all_c:.1f}%" for k, v in tot.items()))
+        steps = sorted({r["step"] for r in rows})
+        line = " ".join(f"s{s}:" + "".join("P" if r["ok"] else "F" for r in rows
+                                          if r["step"] == s) for s in steps)
+        out.append(f"  per step (a letter per layer): {line}")
+    return out
