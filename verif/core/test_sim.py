@@ -59,3 +59,26 @@ def test_core_end_to_end(preset, bus, n, latency, pauses):
     assert not compare_run(plan, obs), compare_run(plan, obs)
     assert info["error"] & 0xFF == 0, hex(info["error"])
     assert info["perf"]["core_descriptors"] == len(plan.descriptors)
+
+
+def test_core_limit_is_reported_and_the_stream_goes_on():
+    """An attended set longer than attn_b_rows: CORE_LIMIT with the descriptor's version,
+    that head's attention skipped, every descriptor completed, every hash and cluster
+    still the golden model's and every token stored."""
+    from vrex import regmap
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    cfg = tiny_config("paper", n_hp=16, attn_b_rows=16, wtu_row_entries=16)
+    plan = plan_stream(tr, qt, cfg)
+    over = [k for k, g in enumerate(plan.golden) if max(h.attended for h in g.heads) > 16]
+    assert over, "the stream must overflow B somewhere"
+    obs, info = run_core(plan, max_cycles=200_000)
+    assert info["error"] & 0xFF == regmap.ERRORS["CORE_LIMIT"][0]
+    assert info["error"] >> 16 == plan.descriptors[over[0]]["version"]
+    assert obs.done == len(plan.descriptors)
+    bad = [b for b in compare_run(plan, obs, limit=1000)
+           if b.startswith(("hash", "cluster"))]
+    assert not bad, bad
+    stored = sum(g.hashes.size for g in plan.golden)
+    assert info["perf"]["kvmu_stored_tokens"] == stored
