@@ -1,5 +1,6 @@
 """The core's benchmark under Verilator (``make bench``, ``make demo``): the bundled trace end
-to end, cycles never wall time.
+to end (its first ``VREX_STEPS`` steps, 4 by default: the prompt and three frames; ``make
+soak`` runs the whole trace), under both presets, cycles never wall time.
 
 The host writes one descriptor at a time and reads the core's counters after each, so every
 descriptor's cycles split into its phases (prediction: candidate lists, scoring, selection;
@@ -31,6 +32,7 @@ PHASES = ("core_predict", "core_attend", "core_hash", "core_store")
 async def bench_trace(dut):
     cfg = tb_config()
     os.environ["VREX_TAPS"] = "0"
+    os.environ.setdefault("VREX_STEPS", "4")
     lat = int(os.environ.get("VREX_BENCH_LATENCY", 0))
     tb = CoreTB(dut, latency=(lat, lat) if lat else (0, 0), seed=1)
     await tb.start()
