@@ -373,6 +373,9 @@ async def soak(dut):
         tb.obs.o_rows[k] = o
     bad = compare_run(plan, tb.obs)
     assert not bad, "\n".join(bad)
+    perf = await tb.counters()
+    assert perf["core_errors"] == len(hit), \
+        f"{perf['core_errors']} errors, {len(hit)} injected (another error came too)"
     dut._log.info(f"soak: {len(plan.descriptors)} descriptors, {tb.cycle} cycles, "
                   f"{len(hit)} injected write errors, zero mismatches")
     out = os.environ.get("VREX_SOAK_OUT")
