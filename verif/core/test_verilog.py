@@ -82,9 +82,10 @@ def test_core_soak():
     out.parent.mkdir(parents=True, exist_ok=True)
     os.environ.update(VREX_SOAK_FRAMES="60", VREX_SOAK_OUT=str(out))
     try:
-        run_point("core", "soak", synth_config(kvmu_clusters=256, kvmu_blocks=2048,
-                                                near_blocks=64, attn_b_rows=512,
-                                                attn_acc_bits=34, wtu_row_entries=256,
+        # sized for the stream: 262 clusters a layer, 258 candidates, 554 tokens attended
+        run_point("core", "soak", synth_config(kvmu_clusters=512, kvmu_blocks=2048,
+                                                near_blocks=64, attn_b_rows=1024,
+                                                attn_acc_bits=34, wtu_row_entries=512,
                                                 core_max_tokens=64),
                   test_filter="soak")
     finally:
