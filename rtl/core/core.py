@@ -217,8 +217,6 @@ class VrexCore(wiring.Component):
             else:
                 m.d.comb += ka.eq(jb)
             src = x.dma if f.startswith(("ar", "r")) else x.out
-            if f in ("arid", "awid"):
-                pass
             sb = getattr(src, name)
             if src.signature.members[name].flow == Out:
                 m.d.comb += getattr(j, f"b_{f}").eq(sb)
@@ -374,7 +372,16 @@ class VrexCore(wiring.Component):
         beta = dict(beta_m=dsc["beta_m"], beta_shift=dsc["beta_shift"])
         m.d.comb += x.out.base.eq(ptr.o)
         m.d.comb += [regs.busy.eq(x.phase != 0)]
-        with m.FSM(name="seq") as fsm:
+        def hyperplanes(dest):
+            """The group's hyperplane rows, one job."""
+            push(b0=ptr.hp, beats=cfg.n_hp * cfg.hash_dim // bus, n_out=1, n_in=1, dest=dest)
+
+        def hash_rows(dest):
+            """The group's hash-input row of each hashed token: a job per head of the group."""
+            push(b0=ptr.kh, beats=row_beats, n_out=nh, n_in=hpg, s_out=d, s_in=t * d,
+                 dest=dest)
+
+        with m.FSM(name="seq"):
             with m.State("IDLE"):
                 go = regs.ctrl[0] & ~x.resetting & c.init_done
                 m.d.comb += regs.o_desc.ready.eq(go)
@@ -559,8 +566,7 @@ class VrexCore(wiring.Component):
             # centring: the running sum of the group's hash-input keys, then per hyperplane
             # the bias round_div(S · R_j, n) (docs/numerics.md §4)
             with m.State("C_SUM_PROG"):
-                push(b0=ptr.kh, beats=row_beats, n_out=nh, n_in=hpg, s_out=d, s_in=t * d,
-                     dest=_SUM)
+                hash_rows(_SUM)
                 m.d.sync += [c.sum_left.eq(nh * (hpg * row_beats)), c.w.eq(0)]
                 with m.If(pq.w_rdy):
                     m.next = "C_SUM"
@@ -572,8 +578,7 @@ class VrexCore(wiring.Component):
                                  c.acc.eq(0)]
                     m.next = "C_DOT_PROG"
             with m.State("C_DOT_PROG"):
-                push(b0=ptr.hp, beats=cfg.n_hp * cfg.hash_dim // bus, n_out=1, n_in=1,
-                     dest=_DOT)
+                hyperplanes(_DOT)
                 with m.If(pq.w_rdy):
                     m.next = "C_DOT"
             with m.State("C_DOT"):
@@ -586,13 +591,11 @@ class VrexCore(wiring.Component):
                     m.d.sync += i.eq(0)
                     m.next = "G_HASH_HP"
             with m.State("G_HASH_HP"):
-                push(b0=ptr.hp, beats=cfg.n_hp * cfg.hash_dim // bus, n_out=1, n_in=1,
-                     dest=_B)
+                hyperplanes(_B)
                 with m.If(pq.w_rdy):
                     m.next = "G_HASH_KEYS"
             with m.State("G_HASH_KEYS"):
-                push(b0=ptr.kh, beats=row_beats, n_out=nh, n_in=hpg, s_out=d, s_in=t * d,
-                     dest=_A)
+                hash_rows(_A)
                 with m.If(pq.w_rdy):
                     m.next = "G_HASH_BIAS"
             with m.State("G_HASH_BIAS"):
@@ -650,7 +653,6 @@ class VrexCore(wiring.Component):
                     m.d.comb += [regs.done.eq(1), regs.done_version.eq(dsc["version"])]
                     m.d.sync += x.phase.eq(0)
                     m.next = "IDLE"
-        x.fsm = fsm
         self._errors(m, x, dsc)
 
     def _centring(self, m, x, dsc, grp, G):
