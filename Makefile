@@ -13,7 +13,7 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test soak sim golden verilog synth bench setup clean help
+.PHONY: all demo test soak sim golden verilog synth bench cycles setup clean help
 
 all: demo
 
@@ -26,6 +26,7 @@ help:
 	@echo "make soak     long runs (whole traces, long streams with faults), not in make test"
 	@echo "make synth    Yosys + nextpnr reports -> build/synth/report.{json,md}"
 	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
+	@echo "make cycles   the core's cycle model: fit, held-out check, paper setting"
 
 setup: $(STAMP)
 
@@ -63,6 +64,12 @@ synth: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m golden.bench --trace $(TRACE)
 	$(PY) -m verif.bench $(if $(CONFIG),--config $(CONFIG))
+	$(PY) -m verif.core.cycles --jobs $(JOBS)
+
+# the core's cycle model: RTL runs (kept in build/bench/cycles/), fit, held-out validation,
+# the paper's setting -> build/bench/cycles.json, cycles.png
+cycles: $(STAMP)
+	$(PY) -m verif.core.cycles --jobs $(JOBS)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q verif

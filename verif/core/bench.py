@@ -28,17 +28,51 @@ from vrex import regmap
 PHASES = ("core_predict", "core_attend", "core_hash", "core_store")
 
 
-@cocotb.test()
-async def bench_trace(dut):
-    cfg = tb_config()
-    os.environ["VREX_TAPS"] = "0"
-    os.environ.setdefault("VREX_STEPS", "4")
-    lat = int(os.environ.get("VREX_BENCH_LATENCY", 0))
-    tb = CoreTB(dut, latency=(lat, lat) if lat else (0, 0), seed=1)
-    await tb.start()
-    report = {"config": cfg.to_dict(), "latency": lat, "presets": {}}
+def stream_plans(cfg):
+    """The streams a run measures, ``[(name, StreamPlan)]``: ``VREX_MEASURE`` (JSON) names
+    them, else the bundled trace's first ``VREX_STEPS`` steps under both presets.
+    ``{"trace": path or "bundled", "layers": [...], "steps": n, "presets": [...]}`` cuts a
+    real trace to the build's layers; ``{"synthetic": {synthetic_trace's arguments},
+    "presets": [...]}`` makes a seeded synthetic stream of the build's geometry."""
+    from golden.trace import cut_trace, load_trace, quantise, synthetic_trace
+    from verif.core.e2e import plan_stream
+    from vrex.config import PRESETS
+    spec = json.loads(os.environ.get("VREX_MEASURE") or "{}")
+    if not spec:
+        return trace_plans(cfg)
+    if "synthetic" in spec:
+        tr = synthetic_trace(n_layers=cfg.n_layers, n_q_heads=cfg.n_q_heads,
+                             n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+                             **spec["synthetic"])
+    else:
+        from verif.lib.traces import BUNDLED
+        tr = load_trace(BUNDLED if spec["trace"] == "bundled" else spec["trace"])
+        steps = min(spec.get("steps") or tr.n_steps, tr.n_steps)
+        layers = spec.get("layers", range(len(tr.layers)))
+        tr = cut_trace(tr, range(steps), layers, f"{tr.name}_cut")
+    qt = quantise(tr)
+    steps = spec.get("steps")
+    return [(p, plan_stream(tr, qt, cfg.replace(preset=p, **PRESETS[p]), steps=steps))
+            for p in spec.get("presets", ["paper", "tuned"])]
+
+
+def golden_features(ls) -> dict:
+    """What the cycle model needs of one descriptor, from its golden results."""
+    return {"step": ls.step, "layer": ls.layer, "tokens": ls.step_len, "cached": ls.token0,
+            "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
+            "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
+                       "fetched": len(h.fetched), "attended": h.attended}
+                      for h in ls.heads],
+            "attended": [h.attended for h in ls.heads],
+            "candidates": [len(h.clusters) for h in ls.heads]}
+
+
+async def measure(dut, tb, cfg, plans) -> dict:
+    """Each plan's descriptors one at a time, the core's counters read around each: a row
+    per descriptor (its golden features, its cycles per phase, PASS/FAIL of its output)."""
     from verif.core.tb import soft_reset
-    for k, (preset, plan) in enumerate(trace_plans(cfg)):
+    report = {}
+    for k, (preset, plan) in enumerate(plans):
         if k:
             await soft_reset(tb)
         for addr, raw in plan.image.items():
@@ -55,24 +89,35 @@ async def bench_trace(dut):
             while await tb.read(OFF["DESC_DONE"]) < done0 + i + 1:
                 await ClockCycles(dut.clk, 50)
             after = await tb.counters()
-            ls = plan.golden[i]
             tb.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(tb.ram.read(a, n)), i))
-            rows.append({"step": ls.step, "layer": ls.layer, "tokens": ls.step_len,
-                         "cached": ls.token0,
-                         "attended": [h.attended for h in ls.heads],
-                         "candidates": [len(h.clusters) for h in ls.heads],
+            rows.append({**golden_features(plan.golden[i]),
                          "cycles": after["core_busy"] - before["core_busy"],
                          "host_cycles": tb.cycle - c0,
                          **{p[5:]: after[p] - before[p] for p in PHASES},
                          "ok": _descriptor_ok(plan, tb.obs, i)})
         err = await tb.read(OFF["ERROR_CODE"])
-        report["presets"][preset] = {"rows": rows, "error_code": err,
-                                     "pass": all(r["ok"] for r in rows) and err & 0xFF == 0,
-                                     "cycles": sum(r["cycles"] for r in rows)}
+        report[preset] = {"rows": rows, "error_code": err,
+                          "pass": all(r["ok"] for r in rows) and err & 0xFF == 0,
+                          "cycles": sum(r["cycles"] for r in rows)}
         tb.obs.o_rows = []
+    return report
+
+
+@cocotb.test()
+async def bench_trace(dut):
+    cfg = tb_config()
+    os.environ["VREX_TAPS"] = "0"
+    os.environ.setdefault("VREX_STEPS", "4")
+    lat = int(os.environ.get("VREX_BENCH_LATENCY", 0))
+    tb = CoreTB(dut, latency=(lat, lat) if lat else (0, 0), seed=1)
+    await tb.start()
+    report = {"config": cfg.to_dict(), "latency": lat,
+              "stream": json.loads(os.environ.get("VREX_MEASURE") or "{}") or "bundled",
+              "presets": await measure(dut, tb, cfg, stream_plans(cfg))}
     out = Path(os.environ["BENCH_OUT"])
     out.write_text(json.dumps(report, indent=1))
-    _figure(report, out.with_suffix(".png"))
+    if os.environ.get("VREX_FIGURE", "1") != "0":
+        _figure(report, out.with_suffix(".png"))
     assert all(p["pass"] for p in report["presets"].values()), \
         "the core's output differs from the golden model (see the report's rows)"
 

@@ -1,0 +1,338 @@
+"""The core's cycle model: per-operation cycle formulas, their coefficients fitted from the
+RTL's own counters, and the paper's setting evaluated with them.
+
+A descriptor (one layer of one step) runs four phases one after another, each counted by the
+core (``core_predict``, ``core_attend``, ``core_hash``, ``core_store``, docs/core.md). Each
+phase's cycles are modelled as a sum of terms, one per operation, each term a coefficient
+times a *feature*: a cycle count written from the hardware's structure (array tiles, buffer
+loads, bus beats, divider passes, memory round trips) as a function of the build (array n,
+bus bytes, head geometry), the descriptor's sizes (step tokens, candidates, selected
+clusters, attended tokens) and the memory latency L. The features are exact for the parts
+the blocks' own timing models cover (the array's tiles, ``rtl/attn/engine.py:
+command_cycles``) and first-order for the rest (handshakes, the KVMU's command overheads);
+the coefficients, fitted by non-negative least squares on the fitting runs' descriptors
+(``verif/core/cycles.py``), absorb what the features leave out. The model is then checked on
+held-out runs (another trace, other build sizes, other latencies).
+
+Phases and operations (per KV head h: ``rows = G_q·t`` query rows, ``C`` candidates, ``S``
+selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n)``,
+``kc = ceil(d/n)``; per hash group ``T`` tokens hashed):
+
+- predict: counts (``C`` beats), representative keys (``C · 4d/bus`` sum beats through the
+  KVMU's dividers), scoring (the engine's SCORE command), selection (the WTU: a pass per row
+  over ``ceil(C/lanes)`` beats), a memory round trip per list;
+- attend (the light attention): the fetch (a command per selected cluster), K and V into B
+  (``2·l·d / min(n, bus)`` words), Q·Kᵀ tiles (``mt·lt·max(d, n)``), P·V tiles
+  (``mt·kc·max(l, 9n)``: the dividers' 9 cycles a row bound a short tile), the exp passes
+  that nothing hides (``2n·lt``), round trips;
+- hash: (``tuned``) the centring sums over the hash inputs and the biases' dot products and
+  divisions;
+- store: per hashed token the larger of the hash projection (``hash_dim·n_hp/n²``) and the
+  store (K, V rows and the cluster sums' read-add-write, ``hpg·(2d + 8d)/bus`` beats), and
+  the sums' round trips (``hpg·L``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["PHASES", "features", "fit", "predict", "report", "paper_setting", "figure",
+           "summary", "nnls"]
+
+PHASES = ("predict", "attend", "hash", "store")
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def score_cycles(n: int, m: int, k: int, l: int) -> int:
+    """The engine's command cycles (``rtl/attn/engine.py: command_cycles``: the command,
+    B's rows, A's first row tile, a tile of ``max(k, n)`` beats per row and column tile,
+    the array's flush) for ``m`` rows of ``k`` over ``l`` columns."""
+    if m == 0 or l == 0:
+        return 0
+    kc, mt, lt = _cdiv(k, n), _cdiv(m, n), _cdiv(l, n)
+    return (1 + l * kc + min(n, m) * kc + 2 + mt * lt * max(k, n) - 1 + 2 * n
+            - (n - 1 - (m - 1) % n))
+
+
+def _geometry(cfg) -> dict:
+    return dict(n=cfg.attn_n, bus=cfg.kvmu_bus_bytes, d=cfg.head_dim, gq=cfg.group_size,
+                hpg=cfg.heads_per_group, G=cfg.hash_groups, H=cfg.n_kv_heads,
+                hash_dim=cfg.hash_dim, n_hp=cfg.n_hp, lanes=cfg.wtu_lanes)
+
+
+def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
+    """``phase -> {term: value}`` of one descriptor: ``row`` its sizes (``tokens``,
+    ``sinks``, ``hashed`` and per head ``cand``, ``sel``, ``attended``), ``g`` the build's
+    geometry (:func:`_geometry`), ``lat`` the memory's read latency in cycles."""
+    n, bus, d = g["n"], g["bus"], g["d"]
+    t, T = row["tokens"], row["hashed"]
+    rows = g["gq"] * t
+    mt, kc = _cdiv(rows, n), _cdiv(d, n)
+    wide = min(n, bus)
+    f = {p: {} for p in PHASES}
+    pr, at = f["predict"], f["attend"]
+    pr["descriptor"] = 1.0
+    pr["head"] = float(g["H"])
+    for p in ("cand", "cand_keys", "score", "select", "scored_head", "list_trips",
+              "key_trips"):
+        pr[p] = 0.0
+    for p in ("head", "qk", "pv", "kv_load", "q_load", "exp", "fetch", "trips"):
+        at[p] = 0.0
+    for h in row["heads"]:
+        C, S, l = h["cand"], h["sel"], h["attended"]
+        pr["cand"] += C
+        if C:
+            pr["scored_head"] += 1
+            pr["cand_keys"] += C * _cdiv(4 * d, bus)
+            pr["score"] += score_cycles(n, rows, d, C)
+            pr["select"] += rows * _cdiv(C, g["lanes"])
+            pr["list_trips"] += lat
+            pr["key_trips"] += C * lat
+        lt = _cdiv(l, n)
+        at["head"] += 1
+        at["qk"] += mt * lt * max(d, n)
+        at["pv"] += mt * kc * max(l, 9 * n)
+        at["kv_load"] += 2 * l * d / wide
+        at["q_load"] += rows * d / wide
+        at["exp"] += 2 * n * lt
+        at["fetch"] += S
+        at["trips"] += lat
+    hs, st = f["hash"], f["store"]
+    groups = g["G"] if T else 0
+    hs["group"] = float(groups)
+    hs["centre_sums"] = T * g["hpg"] * d / bus if centre else 0.0
+    hs["centre_biases"] = groups * (g["n_hp"] * g["hash_dim"] / bus + g["n_hp"] * 34) \
+        if centre else 0.0
+    hs["centre_trips"] = 2 * groups * lat if centre else 0.0
+    hash_tok = g["hash_dim"] * g["n_hp"] / (n * n)
+    store_tok = g["hpg"] * (2 * d + 8 * d) / bus
+    st["group"] = float(groups)
+    st["token"] = max(hash_tok, store_tok) * T / g["G"] * groups if T else 0.0
+    st["token_trips"] = T * g["hpg"] * lat / g["G"] * groups if T else 0.0
+    st["tokens"] = float(T)
+    return f
+
+
+def nnls(A: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
+    """Non-negative least squares (Lawson and Hanson's active set)."""
+    m, k = A.shape
+    x, passive = np.zeros(k), np.zeros(k, bool)
+    w = A.T @ (b - A @ x)
+    for _ in range(iters):
+        if passive.all() or (w[~passive] <= 1e-10 * max(1.0, np.abs(w).max())).all():
+            break
+        j = np.argmax(np.where(passive, -np.inf, w))
+        passive[j] = True
+        while True:
+            z = np.zeros(k)
+            z[passive] = np.linalg.lstsq(A[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            neg = passive & (z <= 0)
+            alpha = np.min(x[neg] / (x[neg] - z[neg]))
+            x = x + alpha * (z - x)
+            passive &= x > 1e-12
+            x[~passive] = 0
+        w = A.T @ (b - A @ x)
+    return x
+
+
+def _rows(runs: dict, cfgs: dict):
+    """Every descriptor of ``runs`` (``name -> (role, build, latency, bench report)``) as
+    ``(run name, role, features, measured phases)``."""
+    out = []
+    for name, (role, build, lat, rep) in runs.items():
+        g = _geometry(cfgs[build])
+        for preset, p in rep["presets"].items():
+            for r in p["rows"]:
+                out.append((name, role, features(r, g, lat, preset == "tuned"),
+                            {ph: r[ph] for ph in PHASES}))
+    return out
+
+
+def fit(rows) -> dict:
+    """``phase -> {term: coefficient}``, fitted on ``rows`` (``(features, measured)``) by
+    non-negative least squares, each descriptor weighted by the inverse of its phase's
+    cycles (relative error) with a floor so near-empty phases do not dominate."""
+    coef = {}
+    for ph in PHASES:
+        terms = list(rows[0][0][ph])
+        A = np.array([[f[ph][t] for t in terms] for f, _ in rows], float)
+        b = np.array([m[ph] for _, m in rows], float)
+        w = 1.0 / np.maximum(b, 200.0)
+        scale = np.maximum(np.abs(A).max(axis=0), 1e-9)
+        x = nnls(A * w[:, None] / scale, b * w) / scale
+        coef[ph] = {t: float(v) for t, v in zip(terms, x)}
+    return coef
+
+
+def predict(coef: dict, f: dict) -> dict:
+    return {ph: sum(coef[ph][t] * v for t, v in f[ph].items()) for ph in PHASES}
+
+
+def report(runs: dict, cfgs: dict) -> dict:
+    """Fit on the runs whose role is ``fit``; every run's measured and predicted cycles
+    (total and per phase) and the errors; the paper-setting evaluation."""
+    rows = _rows(runs, cfgs)
+    coef = fit([(f, m) for _, role, f, m in rows if role == "fit"])
+    per_run = {}
+    for name, (role, build, lat, rep) in runs.items():
+        mine = [(f, m) for nm, _, f, m in rows if nm == name]
+        meas = {ph: sum(m[ph] for _, m in mine) for ph in PHASES}
+        pred = {ph: sum(predict(coef, f)[ph] for f, _ in mine) for ph in PHASES}
+        desc_err = [abs(sum(predict(coef, f).values()) - sum(m.values())) / sum(m.values())
+                    for f, m in mine]
+        tot_m, tot_p = sum(meas.values()), sum(pred.values())
+        per_run[name] = {"role": role, "build": build, "latency": lat,
+                         "stream": rep.get("stream"), "descriptors": len(mine),
+                         "measured": meas, "predicted": {k: round(v) for k, v in pred.items()},
+                         "cycles": tot_m, "model": round(tot_p),
+                         "error": (tot_p - tot_m) / tot_m,
+                         "descriptor_error_median": float(np.median(desc_err)),
+                         "descriptor_error_max": float(np.max(desc_err))}
+    held = [r for r in per_run.values() if r["role"] == "validate"]
+    return {"builds": {b: _geometry(c) for b, c in cfgs.items()}, "coefficients": coef,
+            "runs": per_run,
+            "validation_max_error": max(abs(r["error"]) for r in held) if held else None,
+            "paper": paper_setting(coef)}
+
+
+# --- the paper's setting --------------------------------------------------------------------
+
+PAPER = dict(
+    # Llama-3-8B (PAPER.md): 32 layers, 32 query heads, 8 KV heads of 128; its weights in
+    # BF16 (the LLM's other layers are not this core's: they are counted as the paper's
+    # engine would run them, below); this core's KV is int8
+    n_layers=32, n_q_heads=32, n_kv_heads=8, head_dim=128, hidden=4096, ffn=14336,
+    weight_bytes=2, kv_bytes=1,
+    # the edge system of the paper's Fig.: 8 cores, each with a 64 x 64 array (the paper: 64
+    # MAC trees of 64) at 800 MHz; the cores split a layer's KV heads (one each)
+    n=64, clock_mhz=800, cores=8,
+    # near tier: LPDDR5 as on Jetson AGX Orin, 204.8 GB/s = 256 bytes a cycle at 800 MHz,
+    # shared by the cores; each core's own port is as wide (bus 256); 100 ns = 80 cycles of
+    # read latency
+    bus=256, shared_bus=256, latency=80,
+    # far tier: PCIe 3.0 x4 NVMe SSD, 3.5 GB/s, 80 us a request; the near tier holds
+    # near_capacity_tokens tokens of every layer (the newest; older ones are on the SSD)
+    ssd_gbps=3.5, ssd_latency_us=80.0, near_capacity_tokens=1 << 20,
+    # ReSV's statistics (PAPER.md): clusters of 32 tokens on average, 32.7% of past tokens
+    # retrieved in the frame stage; N_hp = 32 over the concatenated KV heads (one hash
+    # group); the WTU's 16 lanes
+    cluster_tokens=32, retrieved=0.327, n_hp=32, lanes=16,
+    # frames of 10 tokens (VideoLLM-online: the CLS token and 3 x 3 pooled patches); 24
+    # sink tokens (the prompt, as in the bundled trace)
+    frame_tokens=10, sinks=24,
+)
+
+
+def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) -> dict:
+    """A frame through the LLM at each cache size (``PAPER``, overridden by ``over``).
+
+    The core's cycles per layer come from the fitted model at the paper's geometry, for one
+    KV head per core (prediction and attention; the hash and the stores of the layer's
+    tokens, one hash group over every head, on one core). A layer's retrieval-and-attention
+    time is the larger of those cycles and the bytes it moves over the shared LPDDR5
+    (fetched K and V, query, own K and V, the candidates' sums, output). The LLM's other work
+    per layer (QKV, O and FFN projections on the frame's tokens) is the larger of its MACs
+    on the 8 arrays at full use and its BF16 weights streamed over the shared LPDDR5.
+    Reported: per-frame latency, frames per second, the prediction's share of attention and
+    of the frame's compute, the arrays' MAC utilisation in attention, the SSD's share."""
+    P = dict(PAPER, **over)
+    n, d, H = P["n"], P["head_dim"], P["n_kv_heads"]
+    gq = P["n_q_heads"] // H
+    per_core = max(1, H // P["cores"])
+    one = dict(n=n, bus=P["bus"], d=d, gq=gq, hpg=H, G=1, H=per_core,
+               hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"])
+    hz = P["clock_mhz"] * 1e6
+    t, L = P["frame_tokens"], P["n_layers"]
+    params = (P["hidden"] * (P["n_q_heads"] + 2 * H) * d + P["n_q_heads"] * d * P["hidden"]
+              + 3 * P["hidden"] * P["ffn"])
+    other = max(t * params / (n * n * P["cores"]), params * P["weight_bytes"] / P["shared_bus"])
+    out = []
+    for cache in caches:
+        past = cache - P["sinks"]
+        C = max(1, past // P["cluster_tokens"])
+        fetched = round(P["retrieved"] * past)
+        S = max(1, round(P["retrieved"] * C))
+        l = P["sinks"] + fetched + t
+        heads = [{"cand": C, "sel": S, "fetched": fetched, "attended": l}] * per_core
+        row = {"tokens": t, "sinks": P["sinks"], "hashed": t, "heads": heads}
+        ph = predict(coef, features(row, one, P["latency"], centre=False))
+        core = ph["predict"] + ph["attend"]
+        byts = H * (2 * fetched * d * P["kv_bytes"] + C * 4 * d + gq * t * d * 3
+                    + 2 * t * d * P["kv_bytes"]) + t * H * d * (2 * P["kv_bytes"] + 8)
+        layer = max(core, byts / P["shared_bus"]) + ph["hash"] + ph["store"]
+        far = max(0, past - P["near_capacity_tokens"]) / past if past else 0.0
+        ssd_s = (L * H * fetched * far * 2 * d * P["kv_bytes"] / (P["ssd_gbps"] * 1e9)
+                 + (P["ssd_latency_us"] * 1e-6 * L if far else 0.0))
+        frame_s = L * (layer + other) / hz + ssd_s
+        macs = gq * t * 2 * l * d * per_core
+        out.append({
+            "cache_tokens": cache, "candidates": C, "selected": S, "fetched": fetched,
+            "attended": l,
+            "core_cycles_per_layer": {k: round(v) for k, v in ph.items()},
+            "bus_bound": byts / P["shared_bus"] > core,
+            "core_ms_per_frame": L * layer / hz * 1e3,
+            "other_ms_per_frame": L * other / hz * 1e3,
+            "ssd_ms_per_frame": ssd_s * 1e3,
+            "frame_ms": frame_s * 1e3, "fps": 1.0 / frame_s,
+            "prediction_share_of_attention": ph["predict"] / ph["attend"],
+            "prediction_share_of_compute": ph["predict"] / (layer + other),
+            "attention_mac_utilisation": macs / (n * n * max(core, 1))})
+    return {"assumptions": P, "frames": out}
+
+
+def summary(rep: dict) -> list[str]:
+    out = ["run                   role      build latency descr   measured      model   error"]
+    for name, r in rep["runs"].items():
+        out.append(f"{name:21s} {r['role']:9s} {r['build']:5s} {r['latency']:7d} "
+                   f"{r['descriptors']:5d} {r['cycles']:10d} {r['model']:10d} "
+                   f"{100 * r['error']:+6.2f}%")
+    if rep["validation_max_error"] is not None:
+        out.append(f"held-out runs: largest error {100 * rep['validation_max_error']:.2f}%")
+    out.append("paper setting (Llama-3-8B, 8 cores of 64x64 at 800 MHz, LPDDR5):")
+    for fr in rep["paper"]["frames"]:
+        out.append(f"  {fr['cache_tokens']:6d} cached: {fr['frame_ms']:7.1f} ms/frame "
+                   f"({fr['fps']:.1f} FPS), retrieval+attention {fr['core_ms_per_frame']:.2f}"
+                   f" ms, prediction {100 * fr['prediction_share_of_attention']:.1f}% of "
+                   f"attention, {100 * fr['prediction_share_of_compute']:.2f}% of compute, "
+                   f"MAC use {100 * fr['attention_mac_utilisation']:.0f}%")
+    return out
+
+
+def figure(rep: dict, path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a0, a1) = plt.subplots(1, 2, figsize=(12, 4.2))
+    names = list(rep["runs"])
+    meas = [rep["runs"][k]["cycles"] for k in names]
+    mod = [rep["runs"][k]["model"] for k in names]
+    cols = ["tab:blue" if rep["runs"][k]["role"] == "fit" else "tab:orange" for k in names]
+    a0.scatter(meas, mod, c=cols)
+    lim = [0, max(meas + mod) * 1.05]
+    a0.plot(lim, lim, "k:", lw=1)
+    for k, x, y in zip(names, meas, mod):
+        a0.annotate(k, (x, y), fontsize=7)
+    a0.set_xlabel("RTL cycles (measured)")
+    a0.set_ylabel("model cycles")
+    a0.set_title("cycle model: fit (blue) and held-out runs (orange)")
+    frames = rep["paper"]["frames"]
+    x = [f["cache_tokens"] / 1024 for f in frames]
+    bottom = np.zeros(len(frames))
+    for ph in PHASES:
+        y = np.array([f["core_cycles_per_layer"][ph] for f in frames]) / 1e3
+        a1.bar(x, y, bottom=bottom, width=1.5, label=ph)
+        bottom += y
+    a1.set_xlabel("cached tokens (K)")
+    a1.set_ylabel("kilocycles per layer and frame (one core)")
+    a1.set_title("paper setting: the core's operations against cache size")
+    a1.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,122 @@
+"""The core's cycle model, fitted and validated against the RTL (``make cycles``).
+
+Runs the core under Verilator on a set of streams (``RUNS``): the fitting runs and the held-out
+ones (another real trace, other sizes of the build and of the stream, other memory latencies).
+Each run writes a row per descriptor (its golden features, its cycles per phase: the core's
+own counters). :mod:`golden.cycles` fits its per-operation coefficients on the fitting rows,
+then predicts every held-out run; the report gives the error per run and per phase, and the
+paper-setting evaluation (``golden.cycles.paper_setting``) from the fitted model.
+
+Writes ``build/bench/cycles.json`` and ``cycles.png``; the runs' rows are kept in
+``build/bench/cycles/<run>.json`` and reused (``--fresh`` runs them again).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from verif.lib.runner import ROOT, failures, run_cocotb
+from vrex.config import Config
+
+__all__ = ["BUILDS", "RUNS", "measure_run", "main"]
+
+# builds: the default geometry (the bundled trace's) at the default array and bus, B of 1024
+# rows; a small geometry on a 4 x 4 array and a 16-byte bus; a third one, 8 x 8 on an 8-byte
+# bus, kept out of the fit
+BUILDS = {
+    "A": dict(attn_b_rows=1024, attn_acc_bits=34),
+    "B": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=32, attn_n=4,
+              kvmu_bus_bytes=16, attn_b_rows=512, attn_acc_bits=33),
+    "C": dict(n_layers=2, n_q_heads=8, n_kv_heads=2, head_dim=64, attn_n=8,
+              kvmu_bus_bytes=8, attn_b_rows=512, attn_acc_bits=33),
+}
+SYN = dict(prefix_tokens=12, header_tokens=2, question_tokens=8)
+# (name, role, build, stream spec for verif.core.bench's VREX_MEASURE, memory latency)
+RUNS = [
+    ("A_bundled_lat0", "fit", "A", {"trace": "bundled", "steps": 4}, 0),
+    ("A_bundled_lat40", "fit", "A", {"trace": "bundled", "steps": 3, "presets": ["paper"]},
+     40),
+    ("A_synth_lat20", "fit", "A",
+     {"synthetic": dict(seed=5, n_frames=4, tokens_per_frame=40, **SYN),
+      "presets": ["tuned"]}, 20),
+    ("B_synth_lat0", "fit", "B",
+     {"synthetic": dict(seed=6, n_frames=8, tokens_per_frame=24, **SYN)}, 0),
+    ("B_synth_lat60", "fit", "B",
+     {"synthetic": dict(seed=7, n_frames=6, tokens_per_frame=32, **SYN),
+      "presets": ["paper"]}, 60),
+    # held out: another real trace (bbb, three of its other layers), a longer bundled run at
+    # another latency, another build and stream size
+    ("A_bbb_lat30", "validate", "A",
+     {"trace": str(ROOT.parent / "shared" / "data" / "traces" / "bbb_pool2_f32.npz"),
+      "layers": [2, 4, 6], "steps": 4}, 30),
+    ("A_bundled_lat100", "validate", "A",
+     {"trace": "bundled", "steps": 5, "presets": ["tuned"]}, 100),
+    ("C_synth_lat50", "validate", "C",
+     {"synthetic": dict(seed=8, n_frames=6, tokens_per_frame=48, **SYN)}, 50),
+]
+
+
+def build_config(name: str) -> Config:
+    return Config().replace(**BUILDS[name])
+
+
+def measure_run(name: str, build: str, spec: dict, latency: int, out_dir: Path) -> dict:
+    """One run of the core's bench test on ``spec`` at ``latency``; its report."""
+    cfg = build_config(build)
+    out = (out_dir / f"{name}.json").resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    bdir = ROOT / "build" / "sim" / "core_cycles" / build
+    res = run_cocotb("core", cfg, test_module="verif.core.bench", build_dir=bdir,
+                     test_filter="bench_trace", check_lint=False,
+                     extra_env={"BENCH_OUT": str(out), "VREX_MEASURE": json.dumps(spec),
+                                "VREX_BENCH_LATENCY": str(latency), "VREX_FIGURE": "0"})
+    if msg := failures(res, bdir):
+        raise RuntimeError(f"run {name}: {msg}")
+    return json.loads(out.read_text())
+
+
+def _one_build(runs_of, out: Path):
+    for name, _, build, spec, lat in runs_of:
+        print(f"{name}: the core under Verilator (build {build}, latency {lat}) ...",
+              flush=True)
+        measure_run(name, build, spec, lat, out)
+        print(f"{name}: done", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="verif.core.cycles", description=__doc__)
+    ap.add_argument("--out", default="build/bench")
+    ap.add_argument("--fresh", action="store_true", help="run every RTL run again")
+    ap.add_argument("--only", nargs="*", help="run only these runs (no fit)")
+    ap.add_argument("--jobs", type=int, default=2, help="builds simulated side by side")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    todo = [r for r in RUNS if args.only is None or r[0] in args.only]
+    by_build = {}
+    for run in todo:
+        if args.fresh or not (out / "cycles" / f"{run[0]}.json").exists():
+            by_build.setdefault(run[2], []).append(run)
+    # a build's runs in order (they share its Verilator build), builds side by side
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max(1, args.jobs)) as pool:
+        for f in [pool.submit(_one_build, r, out / "cycles") for r in by_build.values()]:
+            f.result()
+    runs = {name: (role, build, lat, json.loads((out / "cycles" / f"{name}.json").read_text()))
+            for name, role, build, _, lat in todo}
+    if args.only is not None:
+        return 0
+    from golden.cycles import report
+    rep = report(runs, {b: build_config(b) for b in BUILDS})
+    (out / "cycles.json").write_text(json.dumps(rep, indent=1))
+    from golden.cycles import figure, summary
+    figure(rep, out / "cycles.png")
+    for line in summary(rep):
+        print(line)
+    print(f"wrote {out / 'cycles.json'}, {out / 'cycles.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The cycle model's parts (golden/cycles.py): the solver, the engine formula it reuses, the
+features' structure and the paper-setting evaluation's arithmetic. Its accuracy against the
+RTL is ``make cycles``' (fit and held-out runs) and test_verilog's core check."""
+import itertools
+
+import numpy as np
+import pytest
+
+from golden import cycles
+from rtl.attn.engine import AttentionEngine
+from vrex.config import Config
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nnls_is_the_best_non_negative_solution(seed):
+    """Against every active set by brute force: no non-negative x fits better."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((12, 4))
+    b = rng.standard_normal(12) + A @ rng.uniform(-1, 1, 4)
+    x = cycles.nnls(A, b)
+    assert (x >= 0).all()
+    best = np.inf
+    for k in range(5):
+        for cols in itertools.combinations(range(4), k):
+            z = np.zeros(4)
+            if cols:
+                z[list(cols)] = np.linalg.lstsq(A[:, cols], b, rcond=None)[0]
+            if (z >= 0).all():
+                best = min(best, np.sum((A @ z - b) ** 2))
+    assert np.sum((A @ x - b) ** 2) <= best + 1e-9
+
+
+def test_nnls_recovers_exact_coefficients():
+    rng = np.random.default_rng(1)
+    A = rng.uniform(0, 10, (30, 5))
+    want = np.array([0.0, 1.5, 0.0, 3.0, 0.25])
+    assert np.allclose(cycles.nnls(A, A @ want), want, atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [4, 8, 16])
+@pytest.mark.parametrize("m, k, l", [(1, 64, 1), (9, 64, 77), (231, 64, 100), (8, 16, 3),
+                                     (17, 100, 40)])
+def test_score_cycles_is_the_engines_formula(n, m, k, l):
+    eng = AttentionEngine.from_config(Config(attn_n=n))
+    assert cycles.score_cycles(n, m, k, l) == eng.command_cycles(m, k, l)
+
+
+def _row(t, attended, cand=0, sel=0, hashed=None):
+    return {"tokens": t, "sinks": 0, "hashed": t if hashed is None else hashed,
+            "heads": [{"cand": cand, "sel": sel, "fetched": 0, "attended": attended}] * 3}
+
+
+def test_features_grow_with_their_sizes():
+    g = cycles._geometry(Config())
+    small = cycles.features(_row(8, 40, cand=10, sel=2), g, 0, False)
+    big = cycles.features(_row(8, 400, cand=100, sel=20), g, 0, False)
+    for ph, term in (("attend", "qk"), ("attend", "pv"), ("attend", "kv_load"),
+                     ("attend", "fetch"), ("predict", "cand"), ("predict", "score"),
+                     ("predict", "cand_keys")):
+        assert big[ph][term] > small[ph][term], (ph, term)
+    slow = cycles.features(_row(8, 40, cand=10, sel=2), g, 50, True)
+    assert slow["predict"]["list_trips"] == 3 * 50 and slow["store"]["token_trips"] > 0
+    assert small["hash"]["centre_sums"] == 0 and slow["hash"]["centre_sums"] > 0
+    # no candidates: nothing scored, nothing selected
+    none = cycles.features(_row(8, 8), g, 0, False)
+    assert none["predict"]["score"] == none["predict"]["select"] == 0
+
+
+def test_paper_setting_arithmetic():
+    coef = {ph: {t: 1.0 for t in terms} for ph, terms in
+            cycles.features(_row(10, 100, 10, 3), cycles._geometry(Config()), 0,
+                            False).items()}
+    rep = cycles.paper_setting(coef, caches=(1024, 4096))
+    a, b = rep["frames"]
+    assert a["fps"] == pytest.approx(1e3 / a["frame_ms"])
+    assert b["frame_ms"] > a["frame_ms"] and b["fetched"] > a["fetched"]
+    assert rep["assumptions"]["n"] == 64 and rep["assumptions"]["clock_mhz"] == 800
