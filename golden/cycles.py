@@ -18,27 +18,31 @@ Phases and operations (per KV head h: ``rows = G_q·t`` query rows, ``C`` candid
 selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n)``,
 ``kc = ceil(d/n)``; per hash group ``T`` tokens hashed):
 
-- predict: counts (``C`` beats), representative keys (``C · 4d/bus`` sum beats through the
-  KVMU's dividers), scoring (the engine's SCORE command), selection (the WTU: a pass per row
-  over ``ceil(C/lanes)`` beats), a memory round trip per list;
+- predict: after a reset, the KVMU's HC table initialisation (an entry a cycle: layers ·
+  groups · ``kvmu_clusters``, on the first descriptor); the candidate lists (a constant per candidate: the HC table's visit), the
+  representative keys (``C · 4d/bus`` sum beats through the KVMU's dividers, a burst and
+  a round trip each), scoring (the engine's SCORE command), selection (the WTU: a constant
+  a row and a pass over ``ceil(C/lanes)`` beats), a round trip per list;
 - attend (the light attention): the fetch (a command per selected cluster), K and V into B
   (``2·l·d / min(n, bus)`` words), Q·Kᵀ tiles (``mt·lt·max(d, n)``), P·V tiles
   (``mt·kc·max(l, 9n)``: the dividers' 9 cycles a row bound a short tile), the exp passes
   that nothing hides (``2n·lt``), round trips;
 - hash: (``tuned``) the centring sums over the hash inputs and the biases' dot products and
   divisions;
-- store: per hashed token the larger of the hash projection (``hash_dim·n_hp/n²``) and the
-  store (K, V rows and the cluster sums' read-add-write, ``hpg·(2d + 8d)/bus`` beats), and
-  the sums' round trips (``hpg·L``).
+- store: per hashed token a constant, a constant per head (its four bursts), its store's beats (K and V rows and the cluster
+  sums' read-add-write, ``hpg·(2d + 8d)/bus``), the sums' round trips (``hpg·L``), and the
+  hash projection (``hash_dim·n_hp/n²`` cycles a token on the array) where it is the slower
+  of the two (the hash runs beside the stores).
 """
 from __future__ import annotations
 
-import math
+import json
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PHASES", "features", "fit", "predict", "report", "paper_setting", "figure",
-           "summary", "nnls"]
+__all__ = ["PHASES", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
+           "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "store")
 
@@ -61,7 +65,8 @@ def score_cycles(n: int, m: int, k: int, l: int) -> int:
 def _geometry(cfg) -> dict:
     return dict(n=cfg.attn_n, bus=cfg.kvmu_bus_bytes, d=cfg.head_dim, gq=cfg.group_size,
                 hpg=cfg.heads_per_group, G=cfg.hash_groups, H=cfg.n_kv_heads,
-                hash_dim=cfg.hash_dim, n_hp=cfg.n_hp, lanes=cfg.wtu_lanes)
+                hash_dim=cfg.hash_dim, n_hp=cfg.n_hp, lanes=cfg.wtu_lanes,
+                table=cfg.n_layers * cfg.hash_groups * cfg.kvmu_clusters)
 
 
 def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
@@ -76,9 +81,10 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     f = {p: {} for p in PHASES}
     pr, at = f["predict"], f["attend"]
     pr["descriptor"] = 1.0
+    pr["init"] = float(g.get("table", 0)) if row.get("first") else 0.0
     pr["head"] = float(g["H"])
-    for p in ("cand", "cand_keys", "score", "select", "scored_head", "list_trips",
-              "key_trips"):
+    for p in ("cand", "cand_keys", "score", "select", "select_rows", "scored_head",
+              "list_trips", "key_trips"):
         pr[p] = 0.0
     for p in ("head", "qk", "pv", "kv_load", "q_load", "exp", "fetch", "trips"):
         at[p] = 0.0
@@ -90,6 +96,7 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
             pr["cand_keys"] += C * _cdiv(4 * d, bus)
             pr["score"] += score_cycles(n, rows, d, C)
             pr["select"] += rows * _cdiv(C, g["lanes"])
+            pr["select_rows"] += rows
             pr["list_trips"] += lat
             pr["key_trips"] += C * lat
         lt = _cdiv(l, n)
@@ -111,9 +118,11 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     hash_tok = g["hash_dim"] * g["n_hp"] / (n * n)
     store_tok = g["hpg"] * (2 * d + 8 * d) / bus
     st["group"] = float(groups)
-    st["token"] = max(hash_tok, store_tok) * T / g["G"] * groups if T else 0.0
-    st["token_trips"] = T * g["hpg"] * lat / g["G"] * groups if T else 0.0
     st["tokens"] = float(T)
+    st["store_heads"] = float(T * g["hpg"])
+    st["store_beats"] = T * store_tok
+    st["hash_excess"] = T * max(0.0, hash_tok - store_tok)
+    st["token_trips"] = T * g["hpg"] * lat
     return f
 
 
@@ -149,7 +158,8 @@ def _rows(runs: dict, cfgs: dict):
     for name, (role, build, lat, rep) in runs.items():
         g = _geometry(cfgs[build])
         for preset, p in rep["presets"].items():
-            for r in p["rows"]:
+            for i, r in enumerate(p["rows"]):
+                r = dict(r, first=i == 0)       # after a (soft) reset: the KVMU's table init
                 out.append((name, role, features(r, g, lat, preset == "tuned"),
                             {ph: r[ph] for ph in PHASES}))
     return out
@@ -175,6 +185,31 @@ def predict(coef: dict, f: dict) -> dict:
     return {ph: sum(coef[ph][t] * v for t, v in f[ph].items()) for ph in PHASES}
 
 
+# the coefficients ``make cycles`` fitted last (``verif.core.cycles --save``), with the runs
+# they were fitted and checked on
+FIT = Path(__file__).resolve().parents[1] / "data" / "cycle_model.json"
+
+
+def load_fit(path=FIT) -> dict:
+    return json.loads(Path(path).read_text())["coefficients"]
+
+
+def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool) -> dict:
+    """The model's cycles per phase for a stream's descriptors (``golden.core.run_stream``'s
+    :class:`~golden.core.LayerStep` list) run one after another from a reset."""
+    g = _geometry(cfg)
+    tot = dict.fromkeys(PHASES, 0.0)
+    for i, ls in enumerate(golden_steps):
+        row = {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
+               "first": i == 0,
+               "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
+                          "fetched": len(h.fetched), "attended": h.attended}
+                         for h in ls.heads]}
+        for ph, v in predict(coef, features(row, g, latency, centre)).items():
+            tot[ph] += v
+    return tot
+
+
 def report(runs: dict, cfgs: dict) -> dict:
     """Fit on the runs whose role is ``fit``; every run's measured and predicted cycles
     (total and per phase) and the errors; the paper-setting evaluation."""
@@ -193,13 +228,17 @@ def report(runs: dict, cfgs: dict) -> dict:
                          "measured": meas, "predicted": {k: round(v) for k, v in pred.items()},
                          "cycles": tot_m, "model": round(tot_p),
                          "error": (tot_p - tot_m) / tot_m,
+                         "phase_error": {ph: (pred[ph] - meas[ph]) / meas[ph]
+                                         for ph in PHASES if meas[ph] >= 0.02 * tot_m},
                          "descriptor_error_median": float(np.median(desc_err)),
                          "descriptor_error_max": float(np.max(desc_err))}
     held = [r for r in per_run.values() if r["role"] == "validate"]
     return {"builds": {b: _geometry(c) for b, c in cfgs.items()}, "coefficients": coef,
             "runs": per_run,
             "validation_max_error": max(abs(r["error"]) for r in held) if held else None,
-            "paper": paper_setting(coef)}
+            "paper": paper_setting(coef),
+            # the bundled trace's frames: 64 visual tokens, a header and a newline
+            "paper_76": paper_setting(coef, frame_tokens=76)}
 
 
 # --- the paper's setting --------------------------------------------------------------------
@@ -288,15 +327,25 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
 
 
 def summary(rep: dict) -> list[str]:
-    out = ["run                   role      build latency descr   measured      model   error"]
+    out = ["run                   role      build latency descr   measured      model   error"
+           "  (per phase over 2% of the run)"]
     for name, r in rep["runs"].items():
         out.append(f"{name:21s} {r['role']:9s} {r['build']:5s} {r['latency']:7d} "
                    f"{r['descriptors']:5d} {r['cycles']:10d} {r['model']:10d} "
-                   f"{100 * r['error']:+6.2f}%")
+                   f"{100 * r['error']:+6.2f}%  ("
+                   + ", ".join(f"{ph} {100 * e:+.1f}%" for ph, e in r["phase_error"].items())
+                   + ")")
     if rep["validation_max_error"] is not None:
         out.append(f"held-out runs: largest error {100 * rep['validation_max_error']:.2f}%")
-    out.append("paper setting (Llama-3-8B, 8 cores of 64x64 at 800 MHz, LPDDR5):")
-    for fr in rep["paper"]["frames"]:
+    for key in ("paper", "paper_76"):
+        out += _paper_lines(rep[key])
+    return out
+
+
+def _paper_lines(p: dict) -> list[str]:
+    out = [f"paper setting (Llama-3-8B, {p['assumptions']['cores']} cores of 64x64 at 800 MHz, "
+           f"LPDDR5), frames of {p['assumptions']['frame_tokens']} tokens:"]
+    for fr in p["frames"]:
         out.append(f"  {fr['cache_tokens']:6d} cached: {fr['frame_ms']:7.1f} ms/frame "
                    f"({fr['fps']:.1f} FPS), retrieval+attention {fr['core_ms_per_frame']:.2f}"
                    f" ms, prediction {100 * fr['prediction_share_of_attention']:.1f}% of "

@@ -31,6 +31,12 @@ BUILDS = {
               kvmu_bus_bytes=16, attn_b_rows=512, attn_acc_bits=33),
     "C": dict(n_layers=2, n_q_heads=8, n_kv_heads=2, head_dim=64, attn_n=8,
               kvmu_bus_bytes=8, attn_b_rows=512, attn_acc_bits=33),
+    # the test suite's small build (verif/core/test_verilog.py: synth_config)
+    "D": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, kvmu_clusters=64,
+              kvmu_blocks=128, near_blocks=16, attn_b_rows=64, core_max_tokens=64,
+              wtu_row_entries=64),
+    # its geometry with the default buffers, for a longer stream in the fit
+    "E": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16),
 }
 SYN = dict(prefix_tokens=12, header_tokens=2, question_tokens=8)
 # (name, role, build, stream spec for verif.core.bench's VREX_MEASURE, memory latency)
@@ -46,6 +52,9 @@ RUNS = [
     ("B_synth_lat60", "fit", "B",
      {"synthetic": dict(seed=7, n_frames=6, tokens_per_frame=32, **SYN),
       "presets": ["paper"]}, 60),
+    ("E_synth_lat30", "fit", "E",
+     {"synthetic": dict(seed=3, n_frames=8, tokens_per_frame=16, prefix_tokens=6,
+                        header_tokens=1, question_tokens=3)}, 30),
     # held out: another real trace (bbb, three of its other layers), a longer bundled run at
     # another latency, another build and stream size
     ("A_bbb_lat30", "validate", "A",
@@ -55,6 +64,10 @@ RUNS = [
      {"trace": "bundled", "steps": 5, "presets": ["tuned"]}, 100),
     ("C_synth_lat50", "validate", "C",
      {"synthetic": dict(seed=8, n_frames=6, tokens_per_frame=48, **SYN)}, 50),
+    # the test suite's synthetic stream (verif/core/tb.py: SYNTH, seed 1) on its build
+    ("D_suite_lat0", "validate", "D",
+     {"synthetic": dict(seed=1, n_frames=3, tokens_per_frame=8, prefix_tokens=6,
+                        header_tokens=1, question_tokens=3), "presets": ["paper"]}, 0),
 ]
 
 
@@ -91,6 +104,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fresh", action="store_true", help="run every RTL run again")
     ap.add_argument("--only", nargs="*", help="run only these runs (no fit)")
     ap.add_argument("--jobs", type=int, default=2, help="builds simulated side by side")
+    ap.add_argument("--save", action="store_true",
+                    help="write the fitted coefficients to data/cycle_model.json (what the "
+                         "test suite checks the RTL against)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     todo = [r for r in RUNS if args.only is None or r[0] in args.only]
@@ -112,6 +128,11 @@ def main(argv=None) -> int:
     (out / "cycles.json").write_text(json.dumps(rep, indent=1))
     from golden.cycles import figure, summary
     figure(rep, out / "cycles.png")
+    if args.save:
+        from golden.cycles import FIT
+        FIT.write_text(json.dumps({k: rep[k] for k in ("coefficients", "builds", "runs",
+                                                         "validation_max_error")}, indent=1))
+        print(f"wrote {FIT}")
     for line in summary(rep):
         print(line)
     print(f"wrote {out / 'cycles.json'}, {out / 'cycles.png'}")

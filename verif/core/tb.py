@@ -189,9 +189,20 @@ SYNTH = dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, n_frames=3,
 
 @cocotb.test()
 async def synthetic_stream_quiet_bus(dut):
-    """A synthetic stream (prompt, frames, question) on a bus without pauses or latency."""
+    """A synthetic stream (prompt, frames, question) on a bus without pauses or latency;
+    the core's busy cycles within 5% of the cycle model (``golden.cycles`` with the
+    coefficients of ``data/cycle_model.json``, fitted on other runs)."""
+    from golden.cycles import load_fit, predict_stream
     cfg = tb_config()
-    await _stream(dut, _synthetic(cfg, 1))
+    plan = _synthetic(cfg, 1)
+    _, perf = await _stream(dut, plan)
+    model = sum(predict_stream(load_fit(), plan.golden, cfg, 0, cfg.centre).values())
+    err = (model - perf["core_busy"]) / perf["core_busy"]
+    dut._log.info(f"cycle model: {model:.0f} cycles, the RTL {perf['core_busy']} "
+                  f"({100 * err:+.2f}%)")
+    assert abs(err) < 0.05, (f"the cycle model is {100 * err:+.1f}% off the RTL "
+                             f"({model:.0f} against {perf['core_busy']} cycles): refit it "
+                             f"(make cycles, then verif.core.cycles --save)")
 
 
 @cocotb.test()
