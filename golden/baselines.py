@@ -2,18 +2,32 @@
 
 Every selector returns ``bool [L, S, Hkv, T]``: at (layer, step) KV head h attends past token
 t (t before the step's first token). Sink tokens are pinned and attended by every method, so
-they never appear in a mask; the step's own tokens are always attended (causally).
+they never appear in a mask; the step's own tokens are always attended (causally). Budgets are
+fractions of the past (non-sink) tokens available at each (layer, step, KV head), so every
+method's curve spans the same ratios as ReSV's on every trace (:func:`budget`).
 
 - ``full``: every past token.
-- ``topk(k)`` (InfiniGen-style, applied in prefill): per KV head, the k past tokens with the
-  highest attention probability averaged over the step's query rows and the query heads that
-  share the KV head. The ranking uses the exact float scores, so this is an upper bound on
-  what a partial-channel approximation like InfiniGen's would pick.
-- ``rekv(n)`` (ReKV-style frame top-k): the mean query of the step (over rows and the heads of
-  a KV group) against the mean key of every past step, summed over KV heads; the n best past
-  steps are taken whole, shared by all heads of the layer.
-- ``window(n)`` (StreamingLLM): the n most recent past tokens.
+- ``oracle_topk(frac)``: per KV head, the past tokens with the highest attention probability
+  averaged over the step's query rows and the query heads that share the KV head, by the
+  exact float scores: an upper bound that pays a full Q·Kᵀ pass to predict.
+- ``quest(frac)`` (Quest, Tang et al., ICML 2024, "Query-Aware Sparsity for Efficient
+  Long-Context LLM Inference"): the past tokens in pages of ``page`` tokens in arrival order
+  (the KV layout's block size); per page the element-wise min and max of its keys; a row's
+  upper bound on a page's score is ``Σ_d max(q_d·min_d, q_d·max_d)``; pages ranked by the
+  upper bounds' softmax averaged over the rows, whole pages taken until the budget is met.
+- ``infinigen(frac)`` (InfiniGen, Lee et al., OSDI 2024, "Efficient Generative Inference of
+  Large Language Models with Dynamic KV Cache Management"): speculative scores from a subset
+  of the dimensions (``r_frac`` of them, chosen per layer and KV head on the prompt's tokens
+  by mean |q_d|·mean |k_d|, where InfiniGen skews Q and K by an offline SVD first), their
+  softmax averaged over the rows, the top tokens.
+- ``rekv(frac)`` (ReKV-style frame top-k): the mean query of the step (over rows and the heads
+  of a KV group) against the mean key of every past step, summed over KV heads; whole past
+  steps taken in score order until the budget is met, shared by all heads of the layer.
+- ``window(frac)`` (StreamingLLM): the most recent past tokens.
 ReSV without clustering is :func:`golden.resv.run_resv` with ``clustering=False``.
+
+:func:`prediction_keys` gives each method's prediction cost: the keys (or key-equivalents)
+every query row scores to choose, per (layer, step, KV head).
 """
 
 from __future__ import annotations
@@ -24,7 +38,8 @@ import numpy as np
 
 from .trace import Trace
 
-__all__ = ["full", "topk", "rekv", "window"]
+__all__ = ["budget", "full", "oracle_topk", "quest", "infinigen", "rekv", "window",
+           "prediction_keys"]
 
 
 def _shape(trace):
@@ -39,44 +54,134 @@ def full(trace: Trace, n_sink: int) -> np.ndarray:
     return m
 
 
-def window(trace: Trace, n_sink: int, n: int) -> np.ndarray:
+def budget(frac: float, available: int) -> int:
+    """Tokens a budget of ``frac`` allows out of ``available``: rounded half up, at least one
+    when anything is available and ``frac > 0``."""
+    if available <= 0 or frac <= 0:
+        return 0
+    return min(available, max(1, int(math.floor(frac * available + 0.5))))
+
+
+def window(trace: Trace, n_sink: int, frac: float) -> np.ndarray:
     m = np.zeros(_shape(trace), bool)
     b = trace.step_bounds()
     for s in range(trace.n_steps):
-        m[:, s, :, max(n_sink, b[s] - n):b[s]] = True
+        n = budget(frac, int(b[s]) - n_sink)
+        if n:
+            m[:, s, :, b[s] - n:b[s]] = True
     return m
 
 
-def topk(trace: Trace, n_sink: int, ks) -> dict:
-    """Masks for every budget in ``ks`` from one pass over the scores."""
-    ks = list(ks)
-    out = {k: np.zeros(_shape(trace), bool) for k in ks}
-    b = trace.step_bounds()
+def _rows(trace, l, h, lo, hi):
     G = trace.n_q_heads // trace.n_kv_heads
-    scale = 1.0 / math.sqrt(trace.head_dim)
+    return trace.q[l, h * G:(h + 1) * G, lo:hi].astype(np.float64).reshape(-1, trace.head_dim)
+
+
+def _mean_probability(rows, K, lo, hi, G, scale):
+    """Causal softmax of the step's rows over tokens [0, hi), averaged over the rows: [hi]."""
+    logit = rows @ K.T * scale
+    causal = np.tile(np.arange(hi)[None, :] <= np.arange(lo, hi)[:, None], (G, 1))
+    logit = np.where(causal, logit, -np.inf)
+    p = np.exp(logit - logit.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return p.mean(axis=0)
+
+
+def _token_topk(trace, n_sink, fracs, score_fn) -> dict:
+    fracs = list(fracs)
+    out = {f: np.zeros(_shape(trace), bool) for f in fracs}
+    b = trace.step_bounds()
     for l in range(trace.n_layers):
         for s in range(1, trace.n_steps):
             lo, hi = int(b[s]), int(b[s + 1])
             if lo <= n_sink:
                 continue
             for h in range(trace.n_kv_heads):
-                rows = trace.q[l, h * G:(h + 1) * G, lo:hi].astype(np.float64).reshape(-1, trace.head_dim)
-                K = trace.k[l, h, :hi].astype(np.float64)
-                logit = rows @ K.T * scale
-                causal = np.tile(np.arange(hi)[None, :] <= np.arange(lo, hi)[:, None], (G, 1))
-                logit = np.where(causal, logit, -np.inf)
-                p = np.exp(logit - logit.max(axis=1, keepdims=True))
-                p /= p.sum(axis=1, keepdims=True)
-                score = p[:, n_sink:lo].mean(axis=0)
+                score = score_fn(l, h, lo, hi)[n_sink:lo]
                 order = np.argsort(-score, kind="stable")      # ties: lower token index
-                for k in ks:
-                    out[k][l, s, h, n_sink + order[:k]] = True
+                for f in fracs:
+                    out[f][l, s, h, n_sink + order[:budget(f, lo - n_sink)]] = True
     return out
 
 
-def rekv(trace: Trace, n_sink: int, ns) -> dict:
-    ns = list(ns)
-    out = {n: np.zeros(_shape(trace), bool) for n in ns}
+def oracle_topk(trace: Trace, n_sink: int, fracs) -> dict:
+    """Masks for every budget in ``fracs`` from one pass over the exact scores."""
+    G = trace.n_q_heads // trace.n_kv_heads
+    scale = 1.0 / math.sqrt(trace.head_dim)
+
+    def score(l, h, lo, hi):
+        return _mean_probability(_rows(trace, l, h, lo, hi),
+                                 trace.k[l, h, :hi].astype(np.float64), lo, hi, G, scale)
+    return _token_topk(trace, n_sink, fracs, score)
+
+
+def infinigen_dims(trace: Trace, n_sink: int, l: int, h: int, r_frac: float) -> np.ndarray:
+    """The dimensions InfiniGen-style speculation scores with at (layer, KV head): the
+    ``ceil(r_frac · d)`` largest mean |q_d| · mean |k_d| over the prompt (the sink tokens, or
+    the first step's tokens without sinks), ties to the lower dimension."""
+    G = trace.n_q_heads // trace.n_kv_heads
+    b = trace.step_bounds()
+    n = n_sink if n_sink > 0 else int(b[1])
+    qa = np.abs(trace.q[l, h * G:(h + 1) * G, :n].astype(np.float64)).mean(axis=(0, 1))
+    ka = np.abs(trace.k[l, h, :n].astype(np.float64)).mean(axis=0)
+    r = max(1, math.ceil(r_frac * trace.head_dim))
+    return np.sort(np.argsort(-(qa * ka), kind="stable")[:r])
+
+
+def infinigen(trace: Trace, n_sink: int, fracs, r_frac: float = 0.25) -> dict:
+    G = trace.n_q_heads // trace.n_kv_heads
+    scale = 1.0 / math.sqrt(trace.head_dim)
+    dims = {(l, h): infinigen_dims(trace, n_sink, l, h, r_frac)
+            for l in range(trace.n_layers) for h in range(trace.n_kv_heads)}
+
+    def score(l, h, lo, hi):
+        dm = dims[(l, h)]
+        return _mean_probability(_rows(trace, l, h, lo, hi)[:, dm],
+                                 trace.k[l, h, :hi][:, dm].astype(np.float64), lo, hi, G,
+                                 scale)
+    return _token_topk(trace, n_sink, fracs, score)
+
+
+def quest_bounds(rows: np.ndarray, K: np.ndarray, page: int) -> np.ndarray:
+    """Quest's upper bound of each row's score on each page of ``page`` consecutive keys:
+    ``Σ_d max(q_d·min_d, q_d·max_d)`` with the page's element-wise min and max: [rows, pages]."""
+    starts = np.arange(0, len(K), page)
+    kmin = np.minimum.reduceat(K, starts, axis=0)
+    kmax = np.maximum.reduceat(K, starts, axis=0)
+    return np.maximum(rows, 0) @ kmax.T + np.minimum(rows, 0) @ kmin.T
+
+
+def quest(trace: Trace, n_sink: int, fracs, page: int = 16) -> dict:
+    fracs = list(fracs)
+    out = {f: np.zeros(_shape(trace), bool) for f in fracs}
+    b = trace.step_bounds()
+    scale = 1.0 / math.sqrt(trace.head_dim)
+    for l in range(trace.n_layers):
+        for s in range(1, trace.n_steps):
+            lo, hi = int(b[s]), int(b[s + 1])
+            if lo <= n_sink:
+                continue
+            n = lo - n_sink
+            for h in range(trace.n_kv_heads):
+                ub = quest_bounds(_rows(trace, l, h, lo, hi),
+                                  trace.k[l, h, n_sink:lo].astype(np.float64), page) * scale
+                p = np.exp(ub - ub.max(axis=1, keepdims=True))
+                p /= p.sum(axis=1, keepdims=True)
+                order = np.argsort(-p.mean(axis=0), kind="stable")
+                for f in fracs:
+                    want, got = budget(f, n), 0
+                    for pg in order:
+                        if got >= want:
+                            break
+                        a0, a1 = n_sink + pg * page, min(lo, n_sink + (pg + 1) * page)
+                        out[f][l, s, h, a0:a1] = True
+                        got += a1 - a0
+    return out
+
+
+def rekv(trace: Trace, n_sink: int, fracs) -> dict:
+    fracs = list(fracs)
+    out = {f: np.zeros(_shape(trace), bool) for f in fracs}
     b = trace.step_bounds()
     G = trace.n_q_heads // trace.n_kv_heads
     for l in range(trace.n_layers):
@@ -92,8 +197,44 @@ def rekv(trace: Trace, n_sink: int, ns) -> dict:
                     km = trace.k[l, h, max(b[u], n_sink):b[u + 1]].astype(np.float64).mean(axis=0)
                     score[i] += qm @ km
             order = np.argsort(-score, kind="stable")
-            for n in ns:
-                for i in order[:n]:
+            for f in fracs:
+                want, got = budget(f, lo - n_sink), 0
+                for i in order:
+                    if got >= want:
+                        break
                     u = units[i]
-                    out[n][l, s, :, max(b[u], n_sink):b[u + 1]] = True
+                    a0 = max(int(b[u]), n_sink)
+                    out[f][l, s, :, a0:b[u + 1]] = True
+                    got += int(b[u + 1]) - a0
     return out
+
+
+def prediction_keys(method: str, trace: Trace, n_sink: int, *, page: int = 16,
+                    r_frac: float = 0.25, candidates: np.ndarray | None = None) -> np.ndarray:
+    """Each method's prediction cost at (layer, step, KV head): the keys, or key-equivalents
+    (one key's dimensions), each query row scores to choose: ``float [L, S, Hkv]``. ReSV: its
+    candidate clusters' representative keys (``candidates``, from :func:`run_resv`); the
+    oracle and ReSV without clusters: every past key; Quest: two vectors (min, max) a page;
+    InfiniGen: ``r_frac`` of every past key; ReKV: one mean key a past step; window and full:
+    nothing. Bytes read to predict are these times ``head_dim`` (int8 keys)."""
+    L, S, H = trace.n_layers, trace.n_steps, trace.n_kv_heads
+    b = trace.step_bounds()
+    avail = np.array([max(0, int(b[s]) - n_sink) for s in range(S)], float)
+    keys = np.zeros((L, S, H))
+    if method in ("resv", "resv_tuned") and candidates is not None:
+        return candidates.astype(float)
+    if method in ("oracle_topk", "resv_noclust"):
+        keys[:] = avail[None, :, None]
+    elif method == "quest":
+        keys[:] = (2 * np.ceil(avail / page))[None, :, None]
+    elif method == "infinigen":
+        keys[:] = (avail * max(1, math.ceil(r_frac * trace.head_dim)) / trace.head_dim
+                   )[None, :, None]
+    elif method == "rekv":
+        keys[:] = np.array([len([u for u in range(s) if b[u + 1] > n_sink]) if avail[s] else 0
+                            for s in range(S)], float)[None, :, None]
+    elif method in ("window", "full"):
+        pass
+    else:
+        raise ValueError(f"no prediction cost for method {method!r}")
+    return keys

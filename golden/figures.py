@@ -8,8 +8,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-COLOURS = {"resv": "C3", "resv_tuned": "C1", "resv_noclust": "C5", "topk": "C0", "rekv": "C2",
-           "window": "C4", "full": "k"}
+COLOURS = {"resv": "C3", "resv_tuned": "C1", "resv_noclust": "C5", "oracle_topk": "C0",
+           "quest": "C6", "infinigen": "C9", "rekv": "C2", "window": "C4", "full": "k"}
 
 
 def plot_retrieval(summary: dict, path):
@@ -43,24 +43,42 @@ def plot_retrieval(summary: dict, path):
 
 
 def plot_pareto(summary: dict, path):
-    """Output fidelity against retrieval ratio, one curve per method over its budget knob."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for m, pts in summary["pareto"].items():
-        r = [p["retrieval_ratio"] for p in pts]
-        c = [p["output_cosine"] for p in pts]
-        rec = [p["mass_recall"]["frame"] if p["mass_recall"]["frame"] is not None
-               else p["mass_recall"]["text"] for p in pts]
-        kw = dict(marker="o", label=m, color=COLOURS.get(m))
-        axes[0].plot(r, c, **kw)
-        axes[1].plot(r, rec, **kw)
-    axes[0].set_ylabel("output cosine vs full attention")
-    axes[1].set_ylabel("attention-mass recall (frame stage)")
-    for ax in axes:
-        ax.set_xlabel("retrieval ratio (past tokens fetched)")
-        ax.set_xscale("log")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"{summary['trace']}: fidelity against retrieval, each method's budget swept")
+    """Per stage (rows): output error against retrieval ratio, one curve per method over its
+    budget knob; and, at each ReSV preset's ratio (the matched-ratio table), each method's
+    error against its prediction cost (the keys a query row scores, as a share of the past
+    tokens; a method that predicts nothing sits at the left edge)."""
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    for i, st in enumerate(("frame", "text")):
+        for m, pts in summary["pareto"].items():
+            pts = [p[st] for p in pts if p[st]["retrieval_ratio"] is not None]
+            if not pts or m == "full":
+                continue
+            axes[i, 0].plot([p["retrieval_ratio"] for p in pts],
+                            [p["output_rel_l2"] for p in pts], marker="o", ms=3, label=m,
+                            color=COLOURS.get(m))
+        ax = axes[i, 1]
+        for preset, marker in (("resv", "o"), ("resv_tuned", "s")):
+            row = summary.get("matched", {}).get(st, {}).get(preset)
+            if not row:
+                continue
+            for m, p in row.items():
+                if p is None or p.get("output_rel_l2") is None:
+                    continue
+                name = preset if m == "resv" else m
+                ax.scatter(max(p["key_share"], 3e-3), p["output_rel_l2"], marker=marker,
+                           color=COLOURS.get(name), s=40,
+                           label=f"{name} @ {preset} ratio "
+                                 f"{100 * row['resv']['retrieval_ratio']:.0f}%")
+        axes[i, 0].set_xlabel(f"retrieval ratio ({st} stage, past tokens fetched)")
+        ax.set_xlabel(f"prediction cost ({st} stage): keys scored a row / past tokens")
+        for a in axes[i]:
+            a.set_ylabel("relative L2 error of the output vs full attention")
+            a.set_xscale("log")
+            a.set_yscale("log")
+            a.grid(alpha=0.3)
+            a.legend(fontsize=6)
+    fig.suptitle(f"{summary['trace']}: fidelity against retrieval, and against prediction "
+                 f"cost at matched retrieval")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

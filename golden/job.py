@@ -18,20 +18,28 @@ from .trace import Trace, quantise
 
 __all__ = ["run_job", "SWEEPS", "DEFAULT_KNOBS"]
 
-# Each method's budget knob: the values swept for the trade-off curve.
+# Each method's budget knob: the values swept for the trade-off curve. ReSV's is Th_r; every
+# other method's is a fraction of the past tokens available at each (layer, step, KV head)
+# (golden.baselines.budget), so every curve spans ReSV's ratios on every trace.
+FRACTIONS = [0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8]
 SWEEPS = {
     "resv": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],          # Th_r
     "resv_tuned": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],    # Th_r
     "resv_noclust": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],  # Th_r
-    "topk": [16, 32, 64, 128, 256, 512],                    # tokens per KV head
-    "rekv": [1, 2, 4, 8, 16],                               # past steps (frames)
-    "window": [32, 64, 128, 256, 512, 1024],                # tokens
+    "oracle_topk": FRACTIONS,
+    "quest": FRACTIONS,
+    "infinigen": FRACTIONS,
+    "rekv": FRACTIONS,
+    "window": FRACTIONS,
 }
-DEFAULT_KNOBS = {"resv": 0.3, "resv_tuned": 0.3, "resv_noclust": 0.3, "topk": 128, "rekv": 4,
-                 "window": 256}
-KNOB_NAMES = {"resv": "th_r", "resv_tuned": "th_r", "resv_noclust": "th_r", "topk": "k",
-              "rekv": "frames", "window": "tokens"}
-METHODS = ("resv", "resv_tuned", "resv_noclust", "topk", "rekv", "window", "full")
+DEFAULT_KNOBS = {"resv": 0.3, "resv_tuned": 0.3, "resv_noclust": 0.3, "oracle_topk": 0.3,
+                 "quest": 0.3, "infinigen": 0.3, "rekv": 0.3, "window": 0.3}
+KNOB_NAMES = {"resv": "th_r", "resv_tuned": "th_r", "resv_noclust": "th_r"}
+METHODS = ("resv", "resv_tuned", "resv_noclust", "oracle_topk", "quest", "infinigen", "rekv",
+           "window", "full")
+BASELINES = ("resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
+QUEST_PAGE = 16           # the KV layout's block (DESIGN D12)
+INFINIGEN_DIMS = 0.25     # share of the dimensions InfiniGen-style speculation scores with
 
 
 class Progress:
@@ -89,20 +97,26 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         rf = run_resv(trace, None, cfg.replace(numerics="float", wicsum="exact"), [cfg.th_r],
                       progress=prog(name + " (float)"))
         float_agree[name] = _jaccard(runs[name].masks[cfg.th_r], rf.masks[cfg.th_r])
+    for name, fn in (("oracle_topk", baselines.oracle_topk),
+                     ("quest", lambda t, n, f: baselines.quest(t, n, f, page=QUEST_PAGE)),
+                     ("infinigen", lambda t, n, f: baselines.infinigen(t, n, f,
+                                                                       INFINIGEN_DIMS)),
+                     ("rekv", baselines.rekv)):
+        t0 = time.time()
+        for f, m in fn(trace, n_sink, knobs(name)).items():
+            masks[(name, f)] = m
+        timing[name] = time.time() - t0
     t0 = time.time()
-    for k, m in baselines.topk(trace, n_sink, knobs("topk")).items():
-        masks[("topk", k)] = m
-    timing["topk"] = time.time() - t0
-    t0 = time.time()
-    for n, m in baselines.rekv(trace, n_sink, knobs("rekv")).items():
-        masks[("rekv", n)] = m
-    timing["rekv"] = time.time() - t0
-    t0 = time.time()
-    for n in knobs("window"):
-        masks[("window", n)] = baselines.window(trace, n_sink, n)
+    for f in knobs("window"):
+        masks[("window", f)] = baselines.window(trace, n_sink, f)
     timing["window"] = time.time() - t0
     masks[("full", None)] = baselines.full(trace, n_sink)
     timing["full"] = 0.0
+    pred_keys = {m: baselines.prediction_keys(m, trace, n_sink, page=QUEST_PAGE,
+                                              r_frac=INFINIGEN_DIMS,
+                                              candidates=runs[m].candidates if m in runs
+                                              and m != "resv_noclust" else None)
+                 for m in METHODS}
 
     main = {m: (m, DEFAULT_KNOBS.get(m)) for m in METHODS}
     t0 = time.time()
@@ -133,7 +147,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         key = main[m]
         lay = layouts.get(m, layouts["seq"])
         cost = fetch_cost(lay, masks[key], bounds, trace.head_dim)
-        res = aggregate(stats[key], stage, cost)
+        res = aggregate(stats[key], stage, cost, keys=pred_keys[m], head_dim=trace.head_dim)
         if m in runs and runs[m].buckets_visited.get(key[1]):
             v, rows = runs[m].buckets_visited[key[1]]
             res["wtu_buckets_visited_share"] = v / rows / cfgs["resv"].buckets
@@ -147,19 +161,27 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     pareto = {}
     for m in METHODS:
         pts = []
-        for key in sorted(k for k in masks if k[0] == m):
-            agg = aggregate(stats[key], stage)
-            pts.append({KNOB_NAMES.get(m, "knob"): key[1],
-                        "retrieval_ratio": agg["retrieval_ratio"]["all"],
-                        "output_cosine": agg["output_cosine"]["all"],
-                        "mass_recall": agg["mass_recall"]})
+        for key in sorted((k for k in masks if k[0] == m), key=lambda k: (k[1] is None, k[1])):
+            agg = aggregate(stats[key], stage, keys=pred_keys[m], head_dim=trace.head_dim)
+            pt = {KNOB_NAMES.get(m, "fraction"): key[1],
+                  "retrieval_ratio": agg["retrieval_ratio"]["all"],
+                  "output_cosine": agg["output_cosine"]["all"],
+                  "mass_recall": agg["mass_recall"]}
+            for st in ("frame", "text"):
+                pt[st] = {"retrieval_ratio": agg["retrieval_ratio"][st],
+                          "output_rel_l2": agg["output_rel_l2"][st],
+                          "output_cosine": agg["output_cosine"][st],
+                          "mass_recall": agg["mass_recall"][st],
+                          "keys_per_row": agg["prediction"]["keys_per_row"][st],
+                          "key_share": agg["prediction"]["key_share"][st]}
+            pts.append(pt)
         pareto[m] = pts
     summary["pareto"] = pareto
+    summary["matched"] = matched_ratio(pareto)
     timing["total"] = time.time() - t_start
     summary["timing_s"] = {k: round(v, 3) for k, v in timing.items()}
     summary["tokens_per_s"] = {m: trace.n_tokens * trace.n_layers / max(timing[m], 1e-9)
-                               for m in ("resv", "resv_tuned", "resv_noclust", "topk", "rekv",
-                                         "window")}
+                               for m in METHODS if m != "full"}
 
     if out_dir is not None:
         out_dir = Path(out_dir)
@@ -170,6 +192,39 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             plot_retrieval(summary, out_dir / "retrieval.png")
             plot_pareto(summary, out_dir / "pareto.png")
     return summary
+
+
+MATCH_FIELDS = ("output_rel_l2", "output_cosine", "mass_recall", "key_share", "keys_per_row")
+
+
+def matched_ratio(pareto: dict) -> dict:
+    """Per stage, each ReSV preset at its default Th_r against each baseline's curve
+    interpolated (linearly in the retrieval ratio) at ReSV's ratio: ``{stage: {preset:
+    {"resv": point, baseline: point or None}}}``; None where the baseline's sweep does not
+    reach ReSV's ratio."""
+    out = {}
+    for st in ("frame", "text"):
+        out[st] = {}
+        for preset in ("resv", "resv_tuned"):
+            mine = next((p[st] for p in pareto[preset]
+                         if p["th_r"] == DEFAULT_KNOBS[preset]), None)
+            if mine is None or mine["retrieval_ratio"] is None:
+                continue
+            r0 = mine["retrieval_ratio"]
+            row = {"resv": {k: mine[k] for k in ("retrieval_ratio",) + MATCH_FIELDS}}
+            for b in BASELINES:
+                pts = sorted((p[st] for p in pareto[b]
+                              if p[st]["retrieval_ratio"] is not None),
+                             key=lambda p: p["retrieval_ratio"])
+                xs = [p["retrieval_ratio"] for p in pts]
+                if not xs or not xs[0] <= r0 <= xs[-1]:
+                    row[b] = None
+                    continue
+                row[b] = {"retrieval_ratio": r0, **{
+                    k: float(np.interp(r0, xs, [p[k] for p in pts])) for k in MATCH_FIELDS
+                    if all(p[k] is not None for p in pts)}}
+            out[st][preset] = row
+    return out
 
 
 def format_table(summary: dict) -> str:
@@ -199,4 +254,16 @@ def format_table(summary: dict) -> str:
                      f"attention cosine {summary[name].get('int_attention_cosine', float('nan')):.4f}")
     lines.append(f"int/float agreement (mean Jaccard of selected tokens): "
                  + ", ".join(f"{k} {v:.3f}" for k, v in summary["int_float_agreement_by_preset"].items()))
+    for st, by_preset in summary.get("matched", {}).items():
+        for preset, row in by_preset.items():
+            r0 = row["resv"]["retrieval_ratio"]
+            lines.append(f"matched at {preset}'s {st}-stage ratio {100 * r0:.1f}%: relative L2 "
+                         f"error / keys scored per row (share of past)")
+            for m, p in row.items():
+                if p is None:
+                    lines.append(f"  {m:14s} (its sweep does not reach this ratio)")
+                else:
+                    lines.append(f"  {m:14s} {p.get('output_rel_l2', float('nan')):.4f} / "
+                                 f"{p.get('keys_per_row', float('nan')):8.1f} "
+                                 f"({100 * p.get('key_share', float('nan')):5.1f}%)")
     return "\n".join(lines)

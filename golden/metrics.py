@@ -93,13 +93,27 @@ def evaluate(trace: Trace, masks: dict, n_sink: int, *, qt: QuantTrace | None = 
     return out
 
 
-def aggregate(stats: dict, stage: np.ndarray, cost: dict | None = None) -> dict:
-    """Summaries of one method's sums; ``stage [S]`` holds 'frame' or 'text' per step."""
+def aggregate(stats: dict, stage: np.ndarray, cost: dict | None = None,
+              keys: np.ndarray | None = None, head_dim: int | None = None) -> dict:
+    """Summaries of one method's sums; ``stage [S]`` holds 'frame' or 'text' per step.
+    ``keys [L, S, Hkv]``: the keys (key-equivalents) a query row scores to predict
+    (``golden.baselines.prediction_keys``), summarised as ``prediction``: per stage the mean
+    keys a row scores, their share of the past tokens, and the bytes read (int8 keys)."""
     res = {"retrieval_ratio": {}, "mass_recall": {}, "output_cosine": {}, "output_rel_l2": {}}
+    if keys is not None:
+        res["prediction"] = {"keys_per_row": {}, "key_share": {}, "bytes_per_head_step": {}}
     for st in ("frame", "text"):
         sel = (stage == st)[None, :, None] & (stats["available"] > 0)
         rows = stats["rows"][sel].sum()
         avail = stats["available"][sel].sum()
+        if keys is not None:
+            units = int(sel.sum())
+            kk = float(keys[sel].sum())
+            pr = res["prediction"]
+            pr["keys_per_row"][st] = kk / units if units else None
+            pr["key_share"][st] = kk / avail if avail else None
+            pr["bytes_per_head_step"][st] = kk * head_dim / units if units and head_dim \
+                else None
         res["retrieval_ratio"][st] = float(stats["selected"][sel].sum() / avail) if avail else None
         res["mass_recall"][st] = float(stats["recall"][sel].sum() / rows) if rows else None
         res["output_cosine"][st] = float(stats["cosine"][sel].sum() / rows) if rows else None

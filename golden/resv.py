@@ -114,6 +114,7 @@ class ResvResult:
     buckets_visited: dict = field(default_factory=dict)   # th_r -> (sum, rows)
     comparisons: int = 0
     biases: list = field(default_factory=list)  # per layer: {(group, step): centring bias}
+    candidates: np.ndarray | None = None        # int [L, S, Hkv]: clusters scored (per row)
 
     def cluster_stats(self, trace: Trace) -> dict:
         cfg = self.cfg
@@ -164,6 +165,7 @@ class ResvLayer:
         self.mean_n = 0
         self.biases = {}                 # (group, step) -> the centring bias hashed with
         self.record = None
+        self.candidates = np.zeros((trace.n_steps, Hkv), np.int64)
 
     def _group_keys(self, keys, g, a, b):
         """Hash-input vectors of tokens a..b for group g: ``[b-a, hash_dim]``."""
@@ -188,6 +190,7 @@ class ResvLayer:
             members = self.cluster_of[g, :a]
             for j in range(self.hpg):
                 h = g * self.hpg + j
+                self.candidates[s, h] = cand.size
                 rows = self.q[h * G_q:(h + 1) * G_q, a:b].reshape(-1, self.q.shape[-1])
                 if self.int_mode:
                     sc = rows.astype(np.int64) @ rep[:, j].astype(np.int64).T
@@ -312,4 +315,5 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
         n_clusters=np.array([[c.n for c in lay.clusterers] for lay in layers]),
         n_sink=n_sink, buckets_visited=visited,
         comparisons=sum(c.comparisons for lay in layers for c in lay.clusterers),
-        biases=[lay.biases for lay in layers])
+        biases=[lay.biases for lay in layers],
+        candidates=np.stack([lay.candidates for lay in layers]))

@@ -11,38 +11,135 @@ def tr():
     return synthetic_trace(seed=21, n_frames=5, tokens_per_frame=12)
 
 
+def test_budget_rounds_half_up_and_keeps_one():
+    assert baselines.budget(0.3, 10) == 3 and baselines.budget(0.25, 10) == 3
+    assert baselines.budget(0.01, 10) == 1 and baselines.budget(0.0, 10) == 0
+    assert baselines.budget(2.0, 10) == 10 and baselines.budget(0.5, 0) == 0
+
+
 def test_full_and_window(tr):
     b = tr.step_bounds()
     f = baselines.full(tr, 8)
-    w = baselines.window(tr, 8, 10)
+    w = baselines.window(tr, 8, 0.25)
     for s in range(tr.n_steps):
         assert f[:, s, :, 8:b[s]].all() and not f[:, s, :, :8].any() and not f[:, s, :, b[s]:].any()
         want = np.zeros(tr.n_tokens, bool)
-        want[max(8, b[s] - 10):b[s]] = True
+        n = baselines.budget(0.25, b[s] - 8)
+        want[b[s] - n:b[s]] = True
         assert (w[:, s] == want).all()
 
 
-def test_topk_budget(tr):
+def test_oracle_topk_budget(tr):
     b = tr.step_bounds()
-    out = baselines.topk(tr, 8, [5, 1000])
+    out = baselines.oracle_topk(tr, 8, [0.1, 1.0])
     for s in range(1, tr.n_steps):
-        assert (out[5][:, s].sum(-1) == min(5, b[s] - 8)).all()
-        assert (out[1000][:, s].sum(-1) == b[s] - 8).all()
-    small = out[5]
-    assert not (small & ~out[1000]).any()
+        assert (out[0.1][:, s].sum(-1) == baselines.budget(0.1, b[s] - 8)).all()
+        assert (out[1.0][:, s].sum(-1) == b[s] - 8).all()
+    assert not (out[0.1] & ~out[1.0]).any()
+
+
+def test_oracle_topk_hand_case():
+    """Two past tokens, one query row: the one with the larger q·k is taken."""
+    tr = synthetic_trace(seed=1, n_layers=1, n_q_heads=1, n_kv_heads=1, head_dim=2,
+                         n_frames=1, tokens_per_frame=1, prefix_tokens=2, header_tokens=0,
+                         question_tokens=1)
+    tr.q[...] = 0
+    tr.k[...] = 0
+    b = tr.step_bounds()                  # steps: prefix (2), frame (1 + newline), question
+    s = 2
+    lo = int(b[s])
+    tr.q[0, 0, lo:] = [1.0, 0.0]
+    tr.k[0, 0, 0] = [0.0, 0.0]
+    tr.k[0, 0, 1] = [3.0, 0.0]            # token 1 scores 3, token 2 (the frame's) scores 0
+    m = baselines.oracle_topk(tr, 1, [0.01])[0.01]
+    assert m[0, s, 0, :lo].tolist() == [False, True] + [False] * (lo - 2)
+
+
+def test_quest_bounds_hand_case():
+    """A page's bound is Σ_d max(q_d·min_d, q_d·max_d), never below a member's score."""
+    K = np.array([[1.0, -2.0], [3.0, 0.5], [-1.0, 4.0]])
+    q = np.array([[2.0, -1.0], [-1.0, 1.0]])
+    ub = baselines.quest_bounds(q, K, page=2)
+    # page 0 = keys 0, 1: min (1, -2), max (3, 0.5); page 1 = key 2
+    assert ub.tolist() == [[2 * 3 + (-1) * (-2), 2 * -1 + (-1) * 4],
+                           [(-1) * 1 + 1 * 0.5, (-1) * -1 + 1 * 4]]
+    assert (ub[:, :1] >= (q @ K[:2].T).max(axis=1, keepdims=True) - 1e-12).all()
+
+
+def test_quest_takes_whole_pages(tr):
+    b = tr.step_bounds()
+    out = baselines.quest(tr, 8, [0.1, 0.5], page=4)
+    for f, m in out.items():
+        for s in range(1, tr.n_steps):
+            n = b[s] - 8
+            if n <= 0:
+                continue
+            for l in range(tr.n_layers):
+                for h in range(tr.n_kv_heads):
+                    sel = m[l, s, h, 8:b[s]]
+                    pages = [sel[i:i + 4] for i in range(0, n, 4)]
+                    assert all(p.all() or not p.any() for p in pages)     # whole pages
+                    got = int(sel.sum())
+                    assert got >= baselines.budget(f, n)
+                    assert got - baselines.budget(f, n) < 4               # one page at most over
+
+
+def test_infinigen_dims_and_full_dims_equal_the_oracle(tr):
+    dims = baselines.infinigen_dims(tr, 8, 0, 0, 0.25)
+    assert len(dims) == tr.head_dim // 4 and (np.diff(dims) > 0).all()
+    # with every dimension the speculation is the exact score: the oracle's selection
+    full_dims = baselines.infinigen(tr, 8, [0.2], r_frac=1.0)[0.2]
+    assert (full_dims == baselines.oracle_topk(tr, 8, [0.2])[0.2]).all()
 
 
 def test_rekv_takes_whole_steps(tr):
     b = tr.step_bounds()
-    out = baselines.rekv(tr, 8, [2])[2]
+    out = baselines.rekv(tr, 8, [0.3])[0.3]
     for l in range(tr.n_layers):
         for s in range(1, tr.n_steps):
             m = out[l, s, 0]
             assert (out[l, s] == m).all()                          # shared by all heads
             taken = [u for u in range(s) if m[max(b[u], 8):b[u + 1]].any()]
-            assert len(taken) == min(2, len([u for u in range(s) if b[u + 1] > 8]))
             for u in taken:
                 assert m[max(b[u], 8):b[u + 1]].all()
+            if b[s] > 8:
+                assert m.sum() >= baselines.budget(0.3, b[s] - 8)
+
+
+def test_prediction_keys(tr):
+    b = tr.step_bounds()
+    s = tr.n_steps - 1
+    avail = b[s] - 8
+    keys = {m: baselines.prediction_keys(m, tr, 8, page=16, r_frac=0.25)
+            for m in ("oracle_topk", "quest", "infinigen", "rekv", "window", "full")}
+    assert (keys["oracle_topk"][:, s] == avail).all()
+    assert (keys["quest"][:, s] == 2 * -(-avail // 16)).all()
+    assert (keys["infinigen"][:, s] == avail * (tr.head_dim // 4) / tr.head_dim).all()
+    assert b[1] == 8                                       # step 0 is all sinks:
+    assert (keys["rekv"][:, s] == s - 1).all()             # one mean key a past step
+    assert not keys["window"].any() and not keys["full"].any()
+    cand = np.ones((tr.n_layers, tr.n_steps, tr.n_kv_heads), int)
+    assert (baselines.prediction_keys("resv", tr, 8, candidates=cand) == 1).all()
+    with pytest.raises(ValueError, match="no prediction cost"):
+        baselines.prediction_keys("nothing", tr, 8)
+
+
+def test_resv_counts_its_candidates(tr):
+    from golden.resv import run_resv
+    from golden.trace import quantise
+    from vrex.config import Config
+    cfg = Config.from_preset("paper", **tr.geometry())
+    r = run_resv(tr, quantise(tr), cfg)
+    rows = []
+    run_resv(tr, quantise(tr), cfg, record_rows=rows)
+    for row in rows:
+        assert r.candidates[row["layer"], row["step"], row["head"]] == len(row["cluster"])
+    assert r.candidates[:, 0].sum() == 0
+    noclust = run_resv(tr, quantise(tr), cfg, clustering=False)
+    b = tr.step_bounds()
+    n_sink = r.n_sink
+    s = tr.n_steps - 1
+    assert (noclust.candidates[:, s] == b[s] - n_sink).all()      # a token is a cluster
 
 
 def test_layout_hand_case():

@@ -10,8 +10,9 @@ from golden.trace import synthetic_trace
 
 from verif.lib.traces import ROOT
 
-SMALL_SWEEPS = {"resv": [0.1, 0.9], "resv_tuned": [0.1], "resv_noclust": [0.1], "topk": [8],
-                "rekv": [1], "window": [16]}
+SMALL_SWEEPS = {"resv": [0.1, 0.9], "resv_tuned": [0.1], "resv_noclust": [0.1],
+                "oracle_topk": [0.1, 0.9], "quest": [0.2], "infinigen": [0.2], "rekv": [0.2],
+                "window": [0.1, 0.9]}
 
 
 def _check_summary(sm, n_layers, n_kv):
@@ -34,9 +35,24 @@ def _check_summary(sm, n_layers, n_kv):
     assert full["output_cosine"]["frame"] == pytest.approx(1.0)
     assert set(sm["pareto"]) == set(METHODS)
     # a method's curve: the larger the budget, the more it fetches
-    for m in ("topk", "window", "resv"):
+    for m in ("oracle_topk", "window", "resv"):
         r = [p["retrieval_ratio"] for p in sm["pareto"][m]]
         assert r == sorted(r)
+    for m, pts in sm["pareto"].items():
+        for p in pts:
+            for st in ("frame", "text"):
+                assert {"retrieval_ratio", "output_rel_l2", "output_cosine", "mass_recall",
+                        "keys_per_row", "key_share"} <= set(p[st])
+    # prediction cost: the oracle scores every past key, ReSV far fewer, window none
+    pr = {m: sm[m]["prediction"]["key_share"]["frame"] for m in METHODS}
+    assert pr["oracle_topk"] == pytest.approx(1.0) and pr["window"] == 0
+    assert 0 < pr["resv"] < 1 and 0 < pr["quest"] < 1
+    # the matched-ratio table: each baseline interpolated at ReSV's own ratio
+    for st, by in sm["matched"].items():
+        for preset, row in by.items():
+            r0 = row["resv"]["retrieval_ratio"]
+            for b, p in row.items():
+                assert p is None or p["retrieval_ratio"] == r0
 
 
 def test_job_on_synthetic(tmp_path):
