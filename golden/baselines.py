@@ -221,7 +221,7 @@ def prediction_keys(method: str, trace: Trace, n_sink: int, *, page: int = 16,
     b = trace.step_bounds()
     avail = np.array([max(0, int(b[s]) - n_sink) for s in range(S)], float)
     keys = np.zeros((L, S, H))
-    if method in ("resv", "resv_tuned") and candidates is not None:
+    if candidates is not None:                          # ReSV: its own count
         return candidates.astype(float)
     if method in ("oracle_topk", "resv_noclust"):
         keys[:] = avail[None, :, None]

@@ -99,9 +99,10 @@ def run_stream(trace, qt, cfg, steps=None) -> list:
     from .numerics import ExpUnit
     from .resv import run_resv, sink_count
     if cfg.timing != "same_layer" or cfg.scope != "kv_head" or cfg.numerics != "int" or \
+            cfg.order != "select_first" or \
             cfg.wicsum != "bucket":
         raise ValueError("the core runs numerics 'int', wicsum 'bucket', scope 'kv_head' and "
-                         "timing 'same_layer'")
+                         "timing 'same_layer' and order 'select_first'")
     recorded = []
     run = run_resv(trace, qt, cfg, [cfg.th_r], record_rows=recorded)
     by_key = {(r["layer"], r["step"], r["head"]): r for r in recorded}

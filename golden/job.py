@@ -22,9 +22,12 @@ __all__ = ["run_job", "SWEEPS", "DEFAULT_KNOBS"]
 # other method's is a fraction of the past tokens available at each (layer, step, KV head)
 # (golden.baselines.budget), so every curve spans ReSV's ratios on every trace.
 FRACTIONS = [0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8]
+TH_RS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9]
 SWEEPS = {
-    "resv": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],          # Th_r
-    "resv_tuned": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],    # Th_r
+    "resv": TH_RS,                                          # Th_r
+    "resv_tuned": TH_RS,
+    "resv_cf": TH_RS,                                       # DESIGN §2's order
+    "resv_tuned_cf": TH_RS,
     "resv_noclust": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],  # Th_r
     "oracle_topk": FRACTIONS,
     "quest": FRACTIONS,
@@ -32,11 +35,14 @@ SWEEPS = {
     "rekv": FRACTIONS,
     "window": FRACTIONS,
 }
-DEFAULT_KNOBS = {"resv": 0.3, "resv_tuned": 0.3, "resv_noclust": 0.3, "oracle_topk": 0.3,
+DEFAULT_KNOBS = {"resv": 0.3, "resv_tuned": 0.3, "resv_cf": 0.3, "resv_tuned_cf": 0.3,
+                 "resv_noclust": 0.3, "oracle_topk": 0.3,
                  "quest": 0.3, "infinigen": 0.3, "rekv": 0.3, "window": 0.3}
-KNOB_NAMES = {"resv": "th_r", "resv_tuned": "th_r", "resv_noclust": "th_r"}
-METHODS = ("resv", "resv_tuned", "resv_noclust", "oracle_topk", "quest", "infinigen", "rekv",
-           "window", "full")
+KNOB_NAMES = {"resv": "th_r", "resv_tuned": "th_r", "resv_cf": "th_r",
+              "resv_tuned_cf": "th_r", "resv_noclust": "th_r"}
+METHODS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf", "resv_noclust",
+           "oracle_topk", "quest", "infinigen", "rekv", "window", "full")
+PRESETS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf")
 BASELINES = ("resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
 QUEST_PAGE = 16           # the KV layout's block (DESIGN D12)
 INFINIGEN_DIMS = 0.25     # share of the dimensions InfiniGen-style speculation scores with
@@ -82,9 +88,11 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         return sorted(set(sweeps.get(m, [])) | {DEFAULT_KNOBS[m]})
 
     runs, masks = {}, {}
-    for name, cfg, clustering in (("resv", cfgs["resv"], True),
-                                  ("resv_tuned", cfgs["resv_tuned"], True),
-                                  ("resv_noclust", cfgs["resv"], False)):
+    for name, cfg, clustering in (
+            ("resv", cfgs["resv"], True), ("resv_tuned", cfgs["resv_tuned"], True),
+            ("resv_cf", cfgs["resv"].replace(order="cluster_first"), True),
+            ("resv_tuned_cf", cfgs["resv_tuned"].replace(order="cluster_first"), True),
+            ("resv_noclust", cfgs["resv"], False)):
         t0 = time.time()
         r = run_resv(trace, qt, cfg, knobs(name), clustering=clustering, progress=prog(name))
         timing[name] = time.time() - t0
@@ -133,8 +141,8 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     lay_kw = dict(block_tokens=bt, near_blocks=near_blocks, head_dim=trace.head_dim)
     layouts = {"seq": simulate_layout(seq_owner, bounds, heads_per_group=trace.n_kv_heads,
                                       **lay_kw)}
-    for name in ("resv", "resv_tuned"):
-        hpg = trace.n_kv_heads // cfgs[name].hash_groups
+    for name in PRESETS:
+        hpg = trace.n_kv_heads // runs[name].cfg.hash_groups
         layouts[name] = simulate_layout(runs[name].cluster_of, bounds, heads_per_group=hpg,
                                         **lay_kw)
 
@@ -153,7 +161,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             res["wtu_buckets_visited_share"] = v / rows / cfgs["resv"].buckets
         summary["methods"][m] = res
         summary[m] = res            # the flat keys the issue names
-    for name in ("resv", "resv_tuned"):
+    for name in PRESETS:
         summary["methods"][name]["clusters"] = runs[name].cluster_stats(trace)
         summary[name]["clusters"] = summary["methods"][name]["clusters"]
     summary["int_float_agreement"] = float_agree["resv"]
@@ -201,19 +209,22 @@ def matched_ratio(pareto: dict) -> dict:
     """Per stage, each ReSV preset at its default Th_r against each baseline's curve
     interpolated (linearly in the retrieval ratio) at ReSV's ratio: ``{stage: {preset:
     {"resv": point, baseline: point or None}}}``; None where the baseline's sweep does not
-    reach ReSV's ratio."""
+    reach ReSV's ratio. The cluster-first presets are also compared with their select-first
+    counterparts' curves."""
     out = {}
     for st in ("frame", "text"):
         out[st] = {}
-        for preset in ("resv", "resv_tuned"):
+        for preset in PRESETS:
             mine = next((p[st] for p in pareto[preset]
                          if p["th_r"] == DEFAULT_KNOBS[preset]), None)
             if mine is None or mine["retrieval_ratio"] is None:
                 continue
             r0 = mine["retrieval_ratio"]
             row = {"resv": {k: mine[k] for k in ("retrieval_ratio",) + MATCH_FIELDS}}
-            for b in BASELINES:
-                pts = sorted((p[st] for p in pareto[b]
+            # DESIGN §2's order against the core's, at the same ratio
+            other = {"resv_cf": "resv", "resv_tuned_cf": "resv_tuned"}.get(preset)
+            for b in BASELINES + (("select_first",) if other else ()):
+                pts = sorted((p[st] for p in pareto[other if b == "select_first" else b]
                               if p[st]["retrieval_ratio"] is not None),
                              key=lambda p: p["retrieval_ratio"])
                 xs = [p["retrieval_ratio"] for p in pts]

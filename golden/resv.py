@@ -8,7 +8,11 @@ Order inside one (layer, step): candidates are the clusters holding at least one
 (D6), scored with the representative and count of their *past* members (the HC table as it
 stood at the start of the step); then the step's own tokens are hashed and clustered, and the
 table is updated. The selection never depends on the step's own clustering, so the hardware
-may cluster first (DESIGN.md §2) as long as scoring reads the committed sums and counts.
+may cluster first (DESIGN.md §2) as long as scoring reads the committed sums and counts; the
+core does exactly this (``order = "select_first"``). With ``order = "cluster_first"`` the step's
+own tokens are clustered first and the representative keys are the means over all members,
+the step's own included (DESIGN.md §2 read literally); the candidates and the scores' weights
+are still the clusters' past members (D6: the tokens a fetch would move).
 """
 
 from __future__ import annotations
@@ -179,14 +183,22 @@ class ResvLayer:
         G_q = cfg.group_size
         masks = {th: np.zeros((Hkv, a), bool) for th in th_rs}
         for g, cl in enumerate(self.clusterers):
-            cand = np.flatnonzero(self.count[g, :cl.n] > 0)
+            total = self.count[g, :cl.n]
+            past = total
+            if cfg.order == "cluster_first":
+                # the step's own tokens already joined: the representative keys include them,
+                # the scores are weighted by the past members (the tokens a fetch moves)
+                own = self.cluster_of[g, a:b]
+                past = total - np.bincount(own[own >= 0], minlength=cl.n)[:cl.n]
+            cand = np.flatnonzero(past > 0)
             if cand.size == 0:
                 continue
-            cnt = self.count[g, cand]
+            cnt = past[cand]
+            tot = total[cand]
             if self.int_mode:
-                rep = np.clip(round_div(self.sums[g, cand], cnt[:, None, None]), -128, 127)
+                rep = np.clip(round_div(self.sums[g, cand], tot[:, None, None]), -128, 127)
             else:
-                rep = self.sums[g, cand] / cnt[:, None, None]
+                rep = self.sums[g, cand] / tot[:, None, None]
             members = self.cluster_of[g, :a]
             for j in range(self.hpg):
                 h = g * self.hpg + j
@@ -297,10 +309,13 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     for s in range(S):
         a, b = int(bounds[s]), int(bounds[s + 1])
         for l, lay in enumerate(layers):
+            if cfg.order == "cluster_first":
+                lay.cluster(s, a, b)
             own = lay.select(s, a, b, th_rs, visited)
             for th in th_rs:
                 masks[th][l, s, :, :a] = own[th]
-            lay.cluster(s, a, b)
+            if cfg.order == "select_first":
+                lay.cluster(s, a, b)
         if progress:
             progress(s + 1, S)
     if cfg.timing == "prev_layer":

@@ -47,6 +47,9 @@ _CHOICES = {
     "wicsum": ("exact", "bucket"),             # D8: sorted WiCSum, or the WTU's bucketed walk
     "scope": ("kv_head", "layer"),             # D9: one union per KV head, or one per layer
     "timing": ("same_layer", "prev_layer"),    # D11: own selection, or the previous layer's
+    # DESIGN §2: score before the step's own tokens join the HC table (the core's order), or
+    # after (the representative keys include them; past counts still weight the scores)
+    "order": ("select_first", "cluster_first"),
     "numerics": ("float", "int"),              # float reference, or the hardware-exact mode
 }
 
@@ -68,6 +71,7 @@ class Config:
         unlimited); ``th_r`` WiCSum ratio; ``buckets`` B of the bucketed walk; ``n_sink`` pinned
         prompt tokens (``None`` = all of step 0); ``hash_input``, ``centre``, ``hash_scope``,
         ``weight_mode``, ``wicsum``, ``scope``, ``timing`` the options of D1, D7, D8, D9, D11;
+        ``order`` scoring before or after the step's own tokens join the HC table (§2);
         ``numerics`` float reference or hardware-exact integers; ``hp_seed`` the hyperplane seed.
     Integer formats (docs/numerics.md)
         ``exp_frac_bits`` fractional bits of the exponent fed to the exp table (table size
@@ -124,6 +128,7 @@ class Config:
     wicsum: str = "bucket"
     scope: str = "kv_head"
     timing: str = "same_layer"
+    order: str = "select_first"
     numerics: str = "int"
     hp_seed: int = 0x5EED
     # integer formats
@@ -434,7 +439,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "geometry": ("n_layers", "n_q_heads", "n_kv_heads", "head_dim"),
     "resv": ("preset", "n_hp", "th_hd", "window", "max_age", "th_r", "buckets", "n_sink",
              "hash_input", "centre", "hash_scope", "weight_mode", "wicsum", "scope", "timing",
-             "numerics", "hp_seed"),
+             "order", "numerics", "hp_seed"),
     "formats": ("exp_frac_bits", "weight_bits", "th_r_frac_bits", "count_bits",
                 "out_frac_bits", "step_bits", "token_bits", "cluster_id_bits",
                 "counter_bits"),

@@ -153,6 +153,36 @@ def test_representative_is_rounded_mean(syn):
         assert ((-128 <= rep) & (rep <= 127)).all()
 
 
+@pytest.mark.parametrize("order", ["select_first", "cluster_first"])
+def test_scoring_order(syn, order):
+    """Select first (the core's order): the representative keys are the means of the past
+    members. Cluster first (DESIGN §2 read literally): the means over every member so far,
+    the step's own included. Either way the candidates are the clusters with past members
+    and the scores' weights count only those."""
+    tr, qt = syn
+    cfg = _cfg(tr, order=order)
+    rows = []
+    r = run_resv(tr, qt, cfg, [0.3], record_rows=rows)
+    b = tr.step_bounds()
+    hpg = tr.n_kv_heads // cfg.hash_groups
+    checked = own_in = 0
+    for row in rows:
+        l, s, h = row["layer"], row["step"], row["head"]
+        a, e = int(b[s]), int(b[s + 1])
+        cl = r.cluster_of[l, h // hpg]
+        upto = e if order == "cluster_first" else a
+        for c, cnt, rep in zip(row["cluster"], row["count"], row["rep"]):
+            past = np.flatnonzero(cl[:a] == c)
+            members = np.flatnonzero(cl[:upto] == c)
+            own_in += len(members) - len(past)
+            assert cnt == len(past) > 0
+            want = round_div(qt.k[l, h, members].astype(np.int64).sum(axis=0), len(members))
+            np.testing.assert_array_equal(rep, np.clip(want, -128, 127))
+            checked += 1
+    assert checked > 50
+    assert (own_in > 0) == (order == "cluster_first")   # the step's own tokens did join
+
+
 def test_timing_scope_and_hash_scope(syn):
     tr, qt = syn
     base = run_resv(tr, qt, _cfg(tr), [0.3]).masks[0.3]
@@ -204,3 +234,12 @@ def test_tuned_clusters_same_patch_across_frames(bundled, bundled_q):
             hits += int((r.cluster_of[:, 0, t] == r.cluster_of[:, 0, key[(f - 1, p)]]).sum())
         share[preset] = hits / tot
     assert share["tuned"] > 2 * share["paper"]
+
+
+def test_the_core_runs_select_first(syn):
+    from golden.core import run_stream
+    tr, qt = syn
+    with pytest.raises(ValueError, match="order 'select_first'"):
+        run_stream(tr, qt, _cfg(tr, order="cluster_first"))
+    with pytest.raises(ConfigError, match="order"):
+        _cfg(tr, order="sideways")
