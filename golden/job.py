@@ -68,6 +68,21 @@ def _jaccard(m1: np.ndarray, m2: np.ndarray) -> float:
     return float((inter[ok] / union[ok]).mean()) if ok.any() else 1.0
 
 
+def _stage_ratios(mask: np.ndarray, trace: Trace, n_sink: int, stage: np.ndarray) -> dict:
+    """Pooled retrieval ratio of one mask ``[L, S, Hkv, T]`` per stage."""
+    b = trace.step_bounds()
+    out = {}
+    for st in ("frame", "text"):
+        sel = avail = 0
+        for s in range(1, trace.n_steps):
+            if stage[s] != st or b[s] <= n_sink:
+                continue
+            sel += int(mask[:, s, :, n_sink:b[s]].sum())
+            avail += (int(b[s]) - n_sink) * trace.n_layers * trace.n_kv_heads
+        out[st] = sel / avail if avail else None
+    return out
+
+
 def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool = True,
             sweeps: dict | None = None, near_share: float = 0.5) -> dict:
     """Run every method; ``near_share``: the near tier holds that share of the blocks a
@@ -99,12 +114,18 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         runs[name] = r
         for th, m in r.masks.items():
             masks[(name, th)] = m
-    float_agree = {}
+    float_agree, exact_ratio = {}, {}
     for name in ("resv", "resv_tuned"):
         cfg = cfgs[name]
         rf = run_resv(trace, None, cfg.replace(numerics="float", wicsum="exact"), [cfg.th_r],
                       progress=prog(name + " (float)"))
         float_agree[name] = _jaccard(runs[name].masks[cfg.th_r], rf.masks[cfg.th_r])
+        # the same Th_r with exact WiCSum (integer and float), beside the bucketed walk's
+        ri = run_resv(trace, qt, cfg.replace(wicsum="exact"), [cfg.th_r])
+        exact_ratio[name] = {
+            "bucket": _stage_ratios(runs[name].masks[cfg.th_r], trace, n_sink, stage),
+            "exact_int": _stage_ratios(ri.masks[cfg.th_r], trace, n_sink, stage),
+            "exact_float": _stage_ratios(rf.masks[cfg.th_r], trace, n_sink, stage)}
     for name, fn in (("oracle_topk", baselines.oracle_topk),
                      ("quest", lambda t, n, f: baselines.quest(t, n, f, page=QUEST_PAGE)),
                      ("infinigen", lambda t, n, f: baselines.infinigen(t, n, f,
@@ -164,6 +185,8 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     for name in PRESETS:
         summary["methods"][name]["clusters"] = runs[name].cluster_stats(trace)
         summary[name]["clusters"] = summary["methods"][name]["clusters"]
+    for name, r in exact_ratio.items():
+        summary["methods"][name]["wicsum_ratio"] = r
     summary["int_float_agreement"] = float_agree["resv"]
     summary["int_float_agreement_by_preset"] = float_agree
     pareto = {}
@@ -263,6 +286,13 @@ def format_table(summary: dict) -> str:
         lines.append(f"{name}: {c['count']} clusters, {c['mean_tokens']:.2f} tokens each, "
                      f"HC table {100 * c['table_share']:.2f}% of the KV cache, integer "
                      f"attention cosine {summary[name].get('int_attention_cosine', float('nan')):.4f}")
+    for name in ("resv", "resv_tuned"):
+        w = summary["methods"][name].get("wicsum_ratio")
+        if w:
+            lines.append(f"{name} retrieved, frame / text: bucketed (hardware) "
+                         f"{f(w['bucket']['frame'])} / {f(w['bucket']['text'])}, exact WiCSum "
+                         f"{f(w['exact_int']['frame'])} / {f(w['exact_int']['text'])} (integer), "
+                         f"{f(w['exact_float']['frame'])} / {f(w['exact_float']['text'])} (float)")
     lines.append(f"int/float agreement (mean Jaccard of selected tokens): "
                  + ", ".join(f"{k} {v:.3f}" for k, v in summary["int_float_agreement_by_preset"].items()))
     for st, by_preset in summary.get("matched", {}).items():

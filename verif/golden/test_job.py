@@ -29,6 +29,13 @@ def _check_summary(sm, n_layers, n_kv):
         assert c["count"] > 0 and c["mean_tokens"] >= 1 and 0 < c["table_share"] < 1
         assert sm[m]["int_attention_cosine"] > 0.99
     assert 0 <= sm["int_float_agreement"] <= 1
+    # the bucketed walk exits no earlier than exact WiCSum at the same Th_r
+    for m in ("resv", "resv_tuned"):
+        w = sm[m]["wicsum_ratio"]
+        for st in ("frame", "text"):
+            if w["bucket"][st] is not None:
+                assert w["bucket"][st] == pytest.approx(sm[m]["retrieval_ratio"][st])
+                assert w["bucket"][st] >= w["exact_int"][st] - 1e-12
     full = sm["full"]
     assert full["retrieval_ratio"]["frame"] == 1.0
     assert full["mass_recall"]["frame"] == pytest.approx(1.0)
