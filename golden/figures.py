@@ -63,7 +63,8 @@ def plot_pareto(summary: dict, path):
             if not row:
                 continue
             for m, p in row.items():
-                if p is None or p.get("output_rel_l2") is None:
+                if p is None or p.get("output_rel_l2") is None or \
+                        m in ("float", "select_first"):
                     continue
                 name = preset if m == "resv" else m
                 ax.scatter(max(p["key_share"], 3e-3), p["output_rel_l2"], marker=marker,

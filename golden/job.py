@@ -43,6 +43,7 @@ KNOB_NAMES = {"resv": "th_r", "resv_tuned": "th_r", "resv_cf": "th_r",
 METHODS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf", "resv_noclust",
            "oracle_topk", "quest", "infinigen", "rekv", "window", "full")
 PRESETS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf")
+SEEDS = 3                 # hyperplane seeds per preset at the default Th_r (the first is hp_seed)
 BASELINES = ("resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
 QUEST_PAGE = 16           # the KV layout's block (DESIGN D12)
 INFINIGEN_DIMS = 0.25     # share of the dimensions InfiniGen-style speculation scores with
@@ -114,12 +115,22 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         runs[name] = r
         for th, m in r.masks.items():
             masks[(name, th)] = m
-    float_agree, exact_ratio = {}, {}
+    float_agree, exact_ratio, seed_masks = {}, {}, {}
     for name in ("resv", "resv_tuned"):
         cfg = cfgs[name]
-        rf = run_resv(trace, None, cfg.replace(numerics="float", wicsum="exact"), [cfg.th_r],
-                      progress=prog(name + " (float)"))
+        # the float reference (exact WiCSum) over the same Th_r sweep: its curve, so the
+        # integer mode is compared with it at the same ratio (the "_float" curves)
+        rf = run_resv(trace, None, cfg.replace(numerics="float", wicsum="exact"),
+                      knobs(name), progress=prog(name + " (float)"))
+        runs[name + "_float"] = rf
+        for th, m in rf.masks.items():
+            masks[(name + "_float", th)] = m
         float_agree[name] = _jaccard(runs[name].masks[cfg.th_r], rf.masks[cfg.th_r])
+        # other hyperplane seeds at the default Th_r: the spread of the headline figures
+        for k in range(1, SEEDS):
+            rs = run_resv(trace, qt, cfg.replace(hp_seed=cfg.hp_seed + k), [cfg.th_r])
+            masks[(f"{name}_seed{k}", cfg.th_r)] = rs.masks[cfg.th_r]
+            seed_masks.setdefault(name, []).append(rs.masks[cfg.th_r])
         # the same Th_r with exact WiCSum (integer and float), beside the bucketed walk's
         ri = run_resv(trace, qt, cfg.replace(wicsum="exact"), [cfg.th_r])
         exact_ratio[name] = {
@@ -146,6 +157,8 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
                                               candidates=runs[m].candidates if m in runs
                                               and m != "resv_noclust" else None)
                  for m in METHODS}
+    for name in ("resv", "resv_tuned"):
+        pred_keys[name + "_float"] = runs[name + "_float"].candidates.astype(float)
 
     main = {m: (m, DEFAULT_KNOBS.get(m)) for m in METHODS}
     t0 = time.time()
@@ -190,7 +203,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     summary["int_float_agreement"] = float_agree["resv"]
     summary["int_float_agreement_by_preset"] = float_agree
     pareto = {}
-    for m in METHODS:
+    for m in METHODS + ("resv_float", "resv_tuned_float"):
         pts = []
         for key in sorted((k for k in masks if k[0] == m), key=lambda k: (k[1] is None, k[1])):
             agg = aggregate(stats[key], stage, keys=pred_keys[m], head_dim=trace.head_dim)
@@ -209,6 +222,22 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         pareto[m] = pts
     summary["pareto"] = pareto
     summary["matched"] = matched_ratio(pareto)
+    # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
+    # selections: the scale against which int/float agreement is read
+    seeds = {}
+    for name in ("resv", "resv_tuned"):
+        th = cfgs[name].th_r
+        aggs = [aggregate(stats[(name, th)], stage)] + [
+            aggregate(stats[(f"{name}_seed{k}", th)], stage) for k in range(1, SEEDS)]
+        seeds[name] = {
+            "hp_seeds": [cfgs[name].hp_seed + k for k in range(SEEDS)],
+            **{key: {st: [a[key][st] for a in aggs] for st in ("frame", "text")}
+               for key in ("retrieval_ratio", "output_rel_l2", "mass_recall",
+                           "output_cosine")},
+            "seed_jaccard": float(np.mean([_jaccard(runs[name].masks[th], m)
+                                           for m in seed_masks.get(name, [])]))
+            if seed_masks.get(name) else None}
+    summary["seeds"] = seeds
     timing["total"] = time.time() - t_start
     summary["timing_s"] = {k: round(v, 3) for k, v in timing.items()}
     summary["tokens_per_s"] = {m: trace.n_tokens * trace.n_layers / max(timing[m], 1e-9)
@@ -233,7 +262,8 @@ def matched_ratio(pareto: dict) -> dict:
     interpolated (linearly in the retrieval ratio) at ReSV's ratio: ``{stage: {preset:
     {"resv": point, baseline: point or None}}}``; None where the baseline's sweep does not
     reach ReSV's ratio. The cluster-first presets are also compared with their select-first
-    counterparts' curves."""
+    counterparts' curves (``select_first``), the integer presets with their float references'
+    (``float``: float numerics, exact WiCSum)."""
     out = {}
     for st in ("frame", "text"):
         out[st] = {}
@@ -245,9 +275,13 @@ def matched_ratio(pareto: dict) -> dict:
             r0 = mine["retrieval_ratio"]
             row = {"resv": {k: mine[k] for k in ("retrieval_ratio",) + MATCH_FIELDS}}
             # DESIGN §2's order against the core's, at the same ratio
+            # and the integer mode against its float reference's curve (exact WiCSum)
             other = {"resv_cf": "resv", "resv_tuned_cf": "resv_tuned"}.get(preset)
-            for b in BASELINES + (("select_first",) if other else ()):
-                pts = sorted((p[st] for p in pareto[other if b == "select_first" else b]
+            extra = {"select_first": other} if other else {}
+            if preset + "_float" in pareto:
+                extra["float"] = preset + "_float"
+            for b in BASELINES + tuple(extra):
+                pts = sorted((p[st] for p in pareto[extra.get(b, b)]
                               if p[st]["retrieval_ratio"] is not None),
                              key=lambda p: p["retrieval_ratio"])
                 xs = [p["retrieval_ratio"] for p in pts]
@@ -293,6 +327,21 @@ def format_table(summary: dict) -> str:
                          f"{f(w['bucket']['frame'])} / {f(w['bucket']['text'])}, exact WiCSum "
                          f"{f(w['exact_int']['frame'])} / {f(w['exact_int']['text'])} (integer), "
                          f"{f(w['exact_float']['frame'])} / {f(w['exact_float']['text'])} (float)")
+    for name, sd in summary.get("seeds", {}).items():
+        def span(v):
+            v = [x for x in v if x is not None]
+            return f"{min(v):.4f}-{max(v):.4f}" if v else "-"
+        lines.append(f"{name} over hyperplane seeds {sd['hp_seeds']}: frame ratio "
+                     f"{span(sd['retrieval_ratio']['frame'])}, rel. L2 "
+                     f"{span(sd['output_rel_l2']['frame'])}; seed-to-seed Jaccard "
+                     f"{sd['seed_jaccard']:.3f}")
+    for st, by in summary.get("matched", {}).items():
+        for name in ("resv", "resv_tuned"):
+            row = by.get(name)
+            if row and row.get("float"):
+                lines.append(f"{name} {st}: integer rel. L2 {row['resv']['output_rel_l2']:.4f}, "
+                             f"float reference at the same ratio "
+                             f"{row['float']['output_rel_l2']:.4f}")
     lines.append(f"int/float agreement (mean Jaccard of selected tokens): "
                  + ", ".join(f"{k} {v:.3f}" for k, v in summary["int_float_agreement_by_preset"].items()))
     for st, by_preset in summary.get("matched", {}).items():

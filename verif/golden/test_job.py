@@ -40,7 +40,13 @@ def _check_summary(sm, n_layers, n_kv):
     assert full["retrieval_ratio"]["frame"] == 1.0
     assert full["mass_recall"]["frame"] == pytest.approx(1.0)
     assert full["output_cosine"]["frame"] == pytest.approx(1.0)
-    assert set(sm["pareto"]) == set(METHODS)
+    assert set(sm["pareto"]) == set(METHODS) | {"resv_float", "resv_tuned_float"}
+    # other hyperplane seeds: three values of every headline figure, a Jaccard in [0, 1]
+    for m in ("resv", "resv_tuned"):
+        sd = sm["seeds"][m]
+        assert len(sd["hp_seeds"]) == 3 and len(sd["retrieval_ratio"]["frame"]) == 3
+        assert 0 <= sd["seed_jaccard"] <= 1
+        assert sd["retrieval_ratio"]["frame"][0] == sm[m]["retrieval_ratio"]["frame"]
     # a method's curve: the larger the budget, the more it fetches
     for m in ("oracle_topk", "window", "resv"):
         r = [p["retrieval_ratio"] for p in sm["pareto"][m]]
