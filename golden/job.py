@@ -218,6 +218,20 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
                           "mass_recall": agg["mass_recall"][st],
                           "keys_per_row": agg["prediction"]["keys_per_row"][st],
                           "key_share": agg["prediction"]["key_share"][st]}
+            # without layer 0 (whose attention is nearly uniform) and layer by layer
+            by_layer = [aggregate({k: v[l:l + 1] for k, v in stats[key].items()}, stage)
+                        for l in range(trace.n_layers)]
+            rest = aggregate({k: v[1:] for k, v in stats[key].items()}, stage) \
+                if trace.n_layers > 1 else None
+            for st in ("frame", "text"):
+                if rest is not None:
+                    pt[st]["without_layer0"] = {
+                        "retrieval_ratio": rest["retrieval_ratio"][st],
+                        "output_rel_l2": rest["output_rel_l2"][st],
+                        "mass_recall": rest["mass_recall"][st]}
+                pt[st]["per_layer"] = {
+                    "retrieval_ratio": [a["retrieval_ratio"][st] for a in by_layer],
+                    "output_rel_l2": [a["output_rel_l2"][st] for a in by_layer]}
             pts.append(pt)
         pareto[m] = pts
     summary["pareto"] = pareto

@@ -55,7 +55,8 @@ def _check_summary(sm, n_layers, n_kv):
         for p in pts:
             for st in ("frame", "text"):
                 assert {"retrieval_ratio", "output_rel_l2", "output_cosine", "mass_recall",
-                        "keys_per_row", "key_share"} <= set(p[st])
+                        "keys_per_row", "key_share", "without_layer0", "per_layer"} <= set(p[st])
+                assert len(p[st]["per_layer"]["output_rel_l2"]) == n_layers
     # prediction cost: the oracle scores every past key, ReSV far fewer, window none
     pr = {m: sm[m]["prediction"]["key_share"]["frame"] for m in METHODS}
     assert pr["oracle_topk"] == pytest.approx(1.0) and pr["window"] == 0
