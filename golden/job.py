@@ -309,7 +309,9 @@ def matched_ratio(pareto: dict) -> dict:
     return out
 
 
-def format_table(summary: dict) -> str:
+def format_table(summary: dict, matched: bool = True) -> str:
+    """The summary as text; ``matched=False`` leaves out the matched-ratio tables (the
+    demo's screen)."""
     def f(x, pct=True):
         return "   -  " if x is None else (f"{100 * x:5.1f}%" if pct else f"{x:6.3f}")
     lines = [f"trace {summary['trace']}: {summary['tokens']} tokens, {summary['steps']} steps, "
@@ -358,7 +360,7 @@ def format_table(summary: dict) -> str:
                              f"{row['float']['output_rel_l2']:.4f}")
     lines.append(f"int/float agreement (mean Jaccard of selected tokens): "
                  + ", ".join(f"{k} {v:.3f}" for k, v in summary["int_float_agreement_by_preset"].items()))
-    for st, by_preset in summary.get("matched", {}).items():
+    for st, by_preset in (summary.get("matched", {}) if matched else {}).items():
         for preset, row in by_preset.items():
             r0 = row["resv"]["retrieval_ratio"]
             lines.append(f"matched at {preset}'s {st}-stage ratio {100 * r0:.1f}%: relative L2 "

@@ -75,8 +75,9 @@ def main(argv=None) -> int:
         out = Path("build/golden") / trace.name
         s = run_job(trace, out, progress=True)
         print(format_table(s))
-        lines = format_table(s).splitlines() + [f"wrote {out}/summary.json, retrieval.png, "
-                                                f"pareto.png"]
+        lines = format_table(s, matched=False).splitlines() + [
+            f"wrote {out}/summary.json (with the matched-ratio tables: build/logs/golden.log), "
+            f"retrieval.png, pareto.png"]
     print("\n".join(f"  {x}" for x in lines))
 
     lines = []
