@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PHASES", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
+__all__ = ["PHASES", "descriptor_sizes", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "store")
@@ -67,6 +67,15 @@ def _geometry(cfg) -> dict:
                 hpg=cfg.heads_per_group, G=cfg.hash_groups, H=cfg.n_kv_heads,
                 hash_dim=cfg.hash_dim, n_hp=cfg.n_hp, lanes=cfg.wtu_lanes,
                 table=cfg.n_layers * cfg.hash_groups * cfg.kvmu_clusters)
+
+
+def descriptor_sizes(ls) -> dict:
+    """What the model needs of one descriptor, from its golden results
+    (:class:`golden.core.LayerStep`): the sizes :func:`features` reads."""
+    return {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
+            "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
+                       "fetched": len(h.fetched), "attended": h.attended}
+                      for h in ls.heads]}
 
 
 def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
@@ -200,11 +209,7 @@ def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool) ->
     g = _geometry(cfg)
     tot = dict.fromkeys(PHASES, 0.0)
     for i, ls in enumerate(golden_steps):
-        row = {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
-               "first": i == 0,
-               "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
-                          "fetched": len(h.fetched), "attended": h.attended}
-                         for h in ls.heads]}
+        row = dict(descriptor_sizes(ls), first=i == 0)
         for ph, v in predict(coef, features(row, g, latency, centre)).items():
             tot[ph] += v
     return tot

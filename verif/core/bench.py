@@ -21,7 +21,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from verif.core.tb import OFF, CoreTB, _descriptor_ok, trace_plans
+from verif.core.tb import OFF, CoreTB, _descriptor_ok, preset_plans, trace_plans
 from verif.lib.runner import tb_config
 from vrex import regmap
 
@@ -35,8 +35,6 @@ def stream_plans(cfg):
     real trace to the build's layers; ``{"synthetic": {synthetic_trace's arguments},
     "presets": [...]}`` makes a seeded synthetic stream of the build's geometry."""
     from golden.trace import cut_trace, load_trace, quantise, synthetic_trace
-    from verif.core.e2e import plan_stream
-    from vrex.config import PRESETS
     spec = json.loads(os.environ.get("VREX_MEASURE") or "{}")
     if not spec:
         return trace_plans(cfg)
@@ -50,19 +48,14 @@ def stream_plans(cfg):
         steps = min(spec.get("steps") or tr.n_steps, tr.n_steps)
         layers = spec.get("layers", range(len(tr.layers)))
         tr = cut_trace(tr, range(steps), layers, f"{tr.name}_cut")
-    qt = quantise(tr)
-    steps = spec.get("steps")
-    return [(p, plan_stream(tr, qt, cfg.replace(preset=p, **PRESETS[p]), steps=steps))
-            for p in spec.get("presets", ["paper", "tuned"])]
+    return preset_plans(tr, quantise(tr), cfg, spec.get("presets", ["paper", "tuned"]),
+                        spec.get("steps"))
 
 
 def golden_features(ls) -> dict:
-    """What the cycle model needs of one descriptor, from its golden results."""
-    return {"step": ls.step, "layer": ls.layer, "tokens": ls.step_len, "cached": ls.token0,
-            "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
-            "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
-                       "fetched": len(h.fetched), "attended": h.attended}
-                      for h in ls.heads],
+    """A descriptor's row: where it is in the stream and the sizes the cycle model reads."""
+    from golden.cycles import descriptor_sizes
+    return {"step": ls.step, "layer": ls.layer, "cached": ls.token0, **descriptor_sizes(ls),
             "attended": [h.attended for h in ls.heads],
             "candidates": [len(h.clusters) for h in ls.heads]}
 

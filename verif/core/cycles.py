@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from verif.core.tb import GEOMETRY, SYNTH, SYNTH_BUILD
 from verif.lib.runner import ROOT, failures, run_cocotb
 from vrex.config import Config
 
@@ -32,9 +33,7 @@ BUILDS = {
     "C": dict(n_layers=2, n_q_heads=8, n_kv_heads=2, head_dim=64, attn_n=8,
               kvmu_bus_bytes=8, attn_b_rows=512, attn_acc_bits=33),
     # the test suite's small build (verif/core/test_verilog.py: synth_config)
-    "D": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, kvmu_clusters=64,
-              kvmu_blocks=128, near_blocks=16, attn_b_rows=64, core_max_tokens=64,
-              wtu_row_entries=64),
+    "D": dict(**{k: SYNTH[k] for k in GEOMETRY}, **SYNTH_BUILD),
     # its geometry with the default buffers, for a longer stream in the fit
     "E": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16),
 }
@@ -66,8 +65,8 @@ RUNS = [
      {"synthetic": dict(seed=8, n_frames=6, tokens_per_frame=48, **SYN)}, 50),
     # the test suite's synthetic stream (verif/core/tb.py: SYNTH, seed 1) on its build
     ("D_suite_lat0", "validate", "D",
-     {"synthetic": dict(seed=1, n_frames=3, tokens_per_frame=8, prefix_tokens=6,
-                        header_tokens=1, question_tokens=3), "presets": ["paper"]}, 0),
+     {"synthetic": dict(seed=1, **{k: v for k, v in SYNTH.items() if k not in GEOMETRY}),
+      "presets": ["paper"]}, 0),
 ]
 
 

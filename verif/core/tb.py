@@ -185,6 +185,10 @@ def _synthetic(cfg, seed):
 
 SYNTH = dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, n_frames=3,
              tokens_per_frame=8, prefix_tokens=6, header_tokens=1, question_tokens=3)
+GEOMETRY = ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")
+# the small build those streams run on (verif/core/test_verilog.py: synth_config)
+SYNTH_BUILD = dict(kvmu_clusters=64, kvmu_blocks=128, near_blocks=16, attn_b_rows=64,
+                   core_max_tokens=64, wtu_row_entries=64)
 
 
 @cocotb.test()
@@ -225,19 +229,21 @@ async def soft_reset(tb):
     raise AssertionError(f"not idle after a soft reset: STATUS {st:#x}")
 
 
+def preset_plans(tr, qt, cfg, presets, steps=None):
+    """``[(preset, StreamPlan)]``: one stream under each preset on the same build (the
+    presets differ in run-time registers and the hash input)."""
+    from vrex.config import PRESETS
+    return [(p, plan_stream(tr, qt, cfg.replace(preset=p, **PRESETS[p]), steps=steps))
+            for p in presets]
+
+
 def trace_plans(cfg):
-    """The bundled trace under each preset of VREX_PRESETS (both by default; the hardware
-    is the same, the presets differ in run-time registers and the hash input), its first
+    """The bundled trace under each preset of VREX_PRESETS (both by default), its first
     VREX_STEPS steps (all by default)."""
     from verif.lib.traces import bundled
-    from vrex.config import PRESETS
     tr, qt = bundled()
-    steps = int(os.environ.get("VREX_STEPS", 0)) or None
-    out = []
-    for p in os.environ.get("VREX_PRESETS", "paper,tuned").split(","):
-        run = cfg.replace(preset=p, **PRESETS[p])
-        out.append((p, plan_stream(tr, qt, run, steps=steps)))
-    return out
+    return preset_plans(tr, qt, cfg, os.environ.get("VREX_PRESETS", "paper,tuned").split(","),
+                        int(os.environ.get("VREX_STEPS", 0)) or None)
 
 
 @cocotb.test()

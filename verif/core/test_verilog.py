@@ -15,11 +15,9 @@ def test_core_regs_verilog(point):
 
 def synth_config(preset="paper", **kw):
     """A small build for the synthetic streams of ``verif.core.tb.SYNTH``."""
-    from verif.core.tb import SYNTH
-    geo = {k: SYNTH[k] for k in ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")}
-    return Config.from_preset(preset, **geo, **{**dict(
-        kvmu_clusters=64, kvmu_blocks=128, near_blocks=16, attn_b_rows=64,
-        core_max_tokens=64, wtu_row_entries=64), **kw})
+    from verif.core.tb import GEOMETRY, SYNTH, SYNTH_BUILD
+    geo = {k: SYNTH[k] for k in GEOMETRY}
+    return Config.from_preset(preset, **geo, **{**SYNTH_BUILD, **kw})
 
 
 def trace_config(preset="paper", **kw):
