@@ -19,10 +19,14 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
 ``kc = ceil(d/n)``; per hash group ``T`` tokens hashed):
 
 - predict: after a reset, the KVMU's HC table initialisation (an entry a cycle: layers ·
-  groups · ``kvmu_clusters``, on the first descriptor); the candidate lists (a constant per candidate: the HC table's visit), the
-  representative keys (``C · 4d/bus`` sum beats through the KVMU's dividers, a burst and
-  a round trip each), scoring (the engine's SCORE command), selection (the WTU: a constant
-  a row and a pass over ``ceil(C/lanes)`` beats), a round trip per list;
+  groups · ``kvmu_clusters``, on the first descriptor); the candidate lists (a constant per
+  candidate: the HC table's visits), the representative keys (a candidate's sums read and
+  divided at the slowest of the KVMU's issue of one candidate in 5 cycles, its ``4d/bus``
+  sum beats through the pipelined dividers, its ``d/min(n, bus)`` words into B, and the
+  memory's round trip shared by ``max_reads`` bursts in flight: ``C · max(5, 4d/bus,
+  d/min(n, bus), (L + 4d/bus)/max_reads)``), scoring (the engine's SCORE command),
+  selection (the WTU: a constant a row and a pass over ``ceil(C/lanes)`` beats), a round
+  trip per list;
 - attend (the light attention): the fetch (a command per selected cluster), K and V into B
   (``2·l·d / min(n, bus)`` words), Q·Kᵀ tiles (``mt·lt·max(d, n)``), P·V tiles
   (``mt·kc·max(l, 9n)``: the dividers' 9 cycles a row bound a short tile), the exp passes
@@ -66,6 +70,7 @@ def _geometry(cfg) -> dict:
     return dict(n=cfg.attn_n, bus=cfg.kvmu_bus_bytes, d=cfg.head_dim, gq=cfg.group_size,
                 hpg=cfg.heads_per_group, G=cfg.hash_groups, H=cfg.n_kv_heads,
                 hash_dim=cfg.hash_dim, n_hp=cfg.n_hp, lanes=cfg.wtu_lanes,
+                reads=cfg.kvmu_max_reads,
                 table=cfg.n_layers * cfg.hash_groups * cfg.kvmu_clusters)
 
 
@@ -92,8 +97,10 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     pr["descriptor"] = 1.0
     pr["init"] = float(g.get("table", 0)) if row.get("first") else 0.0
     pr["head"] = float(g["H"])
+    hbeats = _cdiv(4 * d, bus)
+    key_interval = max(5, hbeats, d / wide, (lat + hbeats) / g["reads"])
     for p in ("cand", "cand_keys", "score", "select", "select_rows", "scored_head",
-              "list_trips", "key_trips"):
+              "list_trips"):
         pr[p] = 0.0
     for p in ("head", "qk", "pv", "kv_load", "q_load", "exp", "fetch", "trips"):
         at[p] = 0.0
@@ -102,12 +109,11 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
         pr["cand"] += C
         if C:
             pr["scored_head"] += 1
-            pr["cand_keys"] += C * _cdiv(4 * d, bus)
+            pr["cand_keys"] += C * key_interval
             pr["score"] += score_cycles(n, rows, d, C)
             pr["select"] += rows * _cdiv(C, g["lanes"])
             pr["select_rows"] += rows
             pr["list_trips"] += lat
-            pr["key_trips"] += C * lat
         lt = _cdiv(l, n)
         at["head"] += 1
         at["qk"] += mt * lt * max(d, n)
@@ -266,8 +272,9 @@ PAPER = dict(
     ssd_gbps=3.5, ssd_latency_us=80.0, near_capacity_tokens=1 << 20,
     # ReSV's statistics (PAPER.md): clusters of 32 tokens on average, 32.7% of past tokens
     # retrieved in the frame stage; N_hp = 32 over the concatenated KV heads (one hash
-    # group); the WTU's 16 lanes
-    cluster_tokens=32, retrieved=0.327, n_hp=32, lanes=16,
+    # group); the WTU's 16 lanes; the KVMU's 8 reads outstanding (the default build's; at
+    # 80 cycles of latency they bound a candidate's key to (80 + 2) / 8 = 10 cycles)
+    cluster_tokens=32, retrieved=0.327, n_hp=32, lanes=16, max_reads=8,
     # frames of 10 tokens (VideoLLM-online: the CLS token and 3 x 3 pooled patches); 24
     # sink tokens (the prompt, as in the bundled trace)
     frame_tokens=10, sinks=24,
@@ -291,7 +298,7 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
     gq = P["n_q_heads"] // H
     per_core = max(1, H // P["cores"])
     one = dict(n=n, bus=P["bus"], d=d, gq=gq, hpg=H, G=1, H=per_core,
-               hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"])
+               hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"], reads=P["max_reads"])
     hz = P["clock_mhz"] * 1e6
     t, L = P["frame_tokens"], P["n_layers"]
     params = (P["hidden"] * (P["n_q_heads"] + 2 * H) * d + P["n_q_heads"] * d * P["hidden"]

@@ -366,6 +366,8 @@ class KvMemoryManager(wiring.Component):
                          addr.eq(x.c_addr)]
         with m.Elif(x.r_err):
             m.d.comb += [raised.eq(1), code.eq(4), resp.eq(a("rresp")), addr.eq(x.r_err_addr)]
+        with m.Elif(x.k_err):
+            m.d.comb += [raised.eq(1), code.eq(12), resp.eq(a("rresp")), addr.eq(x.k_err_addr)]
         with m.Elif(x.v_bad):
             m.d.comb += [raised.eq(1), code.eq(1)]
         with m.Elif(x.v_back):
@@ -412,6 +414,7 @@ class KvMemoryManager(wiring.Component):
         c.ci = Signal(range(self._clusters + 1))        # CAND: the cluster id visited
         c.ncand = Signal(range(self._clusters + 1))     # CAND: candidates so far
         c.cand_mode = Signal()                          # the cluster table read by c.ci
+        c.rx = Signal()                                 # CAND: R beats go to the dividers
         c.cm_addr = Signal(max(1, ceil_log2(x.ctab_depth)))
         c.hb = Signal(range(self.beats_per_token + 1))  # STORE: beat within a head's slot
         c.hi = Signal(range(4 * self._head_dim // self._bus_bytes + 1))  # beat of a head's sums
@@ -433,6 +436,9 @@ class KvMemoryManager(wiring.Component):
         c.block_off = lambda slot, j: (slot * self._hpg + j) << x.bb_lg
         c.abase, c.dbase = Signal(2), Signal(2)         # 0 near, 1 far, 2 HC table
         c.ret = Signal(2)                               # 0 F_AR, 1 S_AW, 2 M_PICK, 3 C_AR
+        self._cand_keys(m, x, c)
+        with m.If(c.rx):
+            m.d.comb += x.own_r.eq(1)
         with m.FSM(init="INIT") as fsm:
             self._init_states(m, x, c)
             self._decode_states(m, x, c)
@@ -869,33 +875,132 @@ class KvMemoryManager(wiring.Component):
                     m.d.sync += [c.far_count.eq(c.far_count + 1), bump(p.offloaded_blocks)]
                     m.next = "S_NEW"
 
+    def _cand_keys(self, m, x, c):
+        """The keyed candidate list's receiving side: the sums' R beats, one a cycle, through
+        a pipeline of ``bus_bytes / 4`` restoring dividers (a quotient bit a stage, saturated
+        when the quotient reaches 256) into ``o_cand`` words of ``bus_bytes`` int8 values.
+        The issuing side (``C_*`` states) pushes each candidate (cluster id, count, past
+        count, address of its sums) on ``x.cq`` as its first burst is asked for; its last
+        beat pops it."""
+        a, p, o = self._axi, self.perf, self.o_cand
+        hbeats = 4 * self._head_dim // self._bus_bytes
+        lanes, cb = self._bus_bytes // 4, self._count_bits
+        meta_t = data.StructLayout({"ci": len(c.ci), "cnt": cb, "past": cb,
+                                    "addr": self._addr_bits})
+        m.submodules.cq = x.cq = cq = fifo.SyncFIFO(width=meta_t.size,
+                                                    depth=self._max_reads + 1)
+        x.cq_w = data.View(meta_t, cq.w_data)
+        head = data.View(meta_t, cq.r_data)
+        x.k_err = Signal()                 # this cycle a sums beat answered an error
+        x.k_err_addr = Signal(self._addr_bits)
+        rx_i = Signal(range(hbeats))       # beat of the candidate's sums
+        out_valid, out_data = Signal(), Signal(8 * self._bus_bytes)
+        out_ci, out_past, out_first = Signal(len(c.ci)), Signal(cb), Signal()
+        m.d.comb += [o.valid.eq(out_valid), o.payload.data.eq(out_data),
+                     o.payload.cluster.eq(out_ci), o.payload.count.eq(out_past),
+                     o.payload.first.eq(out_first)]
+        with m.If(o.valid & o.ready):
+            m.d.sync += out_valid.eq(0)
+        adv = Signal()                     # the pipeline moves (its output has room)
+        m.d.comb += adv.eq(~out_valid | o.ready)
+        # stage layout: candidate fields, the beat's place in its output word, and per lane
+        # the sign, saturation, remainder and quotient so far
+        stages = 9
+        meta = [SimpleNamespace(valid=Signal(name=f"kd{s}_valid"),
+                                cnt=Signal(cb, name=f"kd{s}_cnt"),
+                                ci=Signal(len(c.ci), name=f"kd{s}_ci"),
+                                past=Signal(cb, name=f"kd{s}_past"),
+                                pos=Signal(2, name=f"kd{s}_pos"),
+                                first=Signal(name=f"kd{s}_first"),
+                                last=Signal(name=f"kd{s}_last"))
+                for s in range(stages + 1)]
+        neg = [[Signal(name=f"kd{s}_neg{i}") for i in range(lanes)] for s in range(stages + 1)]
+        sat = [[Signal(name=f"kd{s}_sat{i}") for i in range(lanes)] for s in range(stages + 1)]
+        # stage 0 holds |sum|; stage s >= 1 the remainder after s - 1 quotient bits, below
+        # (2 · count) << (9 - s)
+        num = [[Signal(32 if s == 0 else cb + 10 - s, name=f"kd{s}_num{i}")
+                for i in range(lanes)] for s in range(stages + 1)]
+        q = [[Signal(max(1, s - 1), name=f"kd{s}_q{i}") for i in range(lanes)]
+             for s in range(stages + 1)]
+        fields = ("valid", "cnt", "ci", "past", "pos", "first", "last")
+        with m.If(adv):
+            # stage 0: the R beat, when the list is keyed and a candidate is waiting
+            with m.If(c.rx):
+                m.d.comb += a("rready").eq(cq.r_rdy)
+            m.d.sync += meta[0].valid.eq(x.r_go & c.rx)
+            with m.If(x.r_go & c.rx):
+                m.d.sync += [meta[0].cnt.eq(head.cnt), meta[0].ci.eq(head.ci),
+                             meta[0].past.eq(head.past), meta[0].pos.eq(rx_i[:2]),
+                             meta[0].first.eq(rx_i < 4),
+                             meta[0].last.eq((rx_i[:2] == 3) | (rx_i == hbeats - 1)),
+                             rx_i.eq(rx_i + 1), bump(p.hc_read_beats)]
+                bad = a("rresp") != 0           # a failed beat's sums are taken as zero
+                for i in range(lanes):
+                    s = a("rdata")[32 * i:32 * i + 32].as_signed()
+                    m.d.sync += [neg[0][i].eq(~bad & (s < 0)),
+                                 num[0][i].eq(Mux(bad, 0, Mux(s < 0, -s, s)))]
+                with m.If(rx_i == hbeats - 1):
+                    m.d.comb += cq.r_en.eq(1)
+                    m.d.sync += rx_i.eq(0)
+                with m.If(bad & ~c.h_err):
+                    m.d.comb += [x.k_err.eq(1),
+                                 x.k_err_addr.eq(head.addr + (rx_i << x.bus_lg))]
+                    m.d.sync += [c.h_err.eq(1), bump(p.bus_errors)]
+            # stage 1: 2·|sum| + count (round half away from zero), saturated at 256·2·count
+            for i in range(lanes):
+                n2 = (num[0][i] << 1) + meta[0].cnt
+                big = n2 >= (meta[0].cnt << 9)
+                m.d.sync += [neg[1][i].eq(neg[0][i]), sat[1][i].eq(big),
+                             num[1][i].eq(Mux(big, 0, n2))]
+            # stages 2..9: one quotient bit each against (2·count) << (8 - s)
+            for s in range(1, stages):
+                den = meta[s].cnt << (stages - s)
+                for i in range(lanes):
+                    ge = num[s][i] >= den
+                    bits = Cat(ge, q[s][i]) if s > 1 else ge
+                    m.d.sync += [neg[s + 1][i].eq(neg[s][i]), sat[s + 1][i].eq(sat[s][i]),
+                                 num[s + 1][i].eq(Mux(ge, num[s][i] - den, num[s][i])),
+                                 q[s + 1][i].eq(bits)]
+            for s in range(stages):
+                m.d.sync += [getattr(meta[s + 1], f).eq(getattr(meta[s], f)) for f in fields]
+            # the output word: quotients clipped to int8, word by word
+            last = meta[stages]
+            cw = Signal(8 * self._bus_bytes)
+            vals = []
+            for i in range(lanes):
+                qq = Mux(sat[stages][i], 255, q[stages][i])
+                v = Mux(neg[stages][i], Mux(qq > 128, -128, -qq), Mux(qq > 127, 127, qq))
+                vals.append(v[:8])
+            word = Cat(*[Mux(last.pos == j, Cat(*vals), Mux(last.pos == 0, 0,
+                                                             cw.word_select(j, 8 * lanes)))
+                         for j in range(4)])
+            with m.If(last.valid):
+                with m.If(last.last):
+                    m.d.sync += [out_valid.eq(1), out_data.eq(word), out_ci.eq(last.ci),
+                                 out_past.eq(last.past), out_first.eq(last.first)]
+                with m.Else():
+                    m.d.sync += cw.eq(word)
+        x.keys_idle = ~cq.r_rdy & ~out_valid & ~Cat(*[s.valid for s in meta]).any()
+
     def _cand_states(self, m, x, c):
         """The candidate list of (layer, group) at ``step`` for one head: every cluster with
         past members, in id order (``counts``: one beat each with its past count, no key),
-        with its representative key (``round_div(sum, count)``
-        by ``bus_bytes / 4`` restoring dividers, a quotient bit a cycle) and its past count,
-        on ``o_cand``; closed by an ``end`` beat holding the number of candidates."""
+        with its representative key (``round_div(sum, count)``, :meth:`_cand_keys`) and its
+        past count, on ``o_cand``; closed by an ``end`` beat holding the number of
+        candidates. The sums' reads are issued while earlier ones are divided, up to
+        ``max_reads`` bursts outstanding."""
         a, p, cmd, o = self._axi, self.perf, c.cmd, self.o_cand
         hbeats = 4 * self._head_dim // self._bus_bytes
-        lanes = self._bus_bytes // 4
         cb = self._count_bits
         cnt, past = Signal(cb), Signal(cb)
-        neg = [Signal(name=f"div_neg_{i}") for i in range(lanes)]
-        num = [Signal(26 + cb, name=f"div_num_{i}") for i in range(lanes)]
-        q = [Signal(9, name=f"div_q_{i}") for i in range(lanes)]
-        den = Signal(cb + 9)
-        dk = Signal(range(9))
-        cw = Signal(8 * self._bus_bytes)
-        word_first = Signal()
-        m.d.comb += [o.payload.data.eq(cw), o.payload.cluster.eq(c.ci),
-                     o.payload.count.eq(past), o.payload.first.eq(word_first)]
         with m.State("C_WAIT"):
             with m.If((x.reads_out == 0) & x.delivery_idle):
-                m.d.sync += [c.cand_mode.eq(1), c.ci.eq(0), c.ncand.eq(0), c.h_err.eq(0)]
+                m.d.sync += [c.cand_mode.eq(1), c.ci.eq(0), c.ncand.eq(0), c.h_err.eq(0),
+                             c.rx.eq(~cmd.counts)]
                 m.next = "C_RD"
         with m.State("C_RD"):
             with m.If(c.ci == x.n_clusters[c.ctx]):
-                m.next = "C_END"
+                m.next = "C_DRAIN"
             with m.Else():
                 m.next = "C_CHK"
         with m.State("C_CHK"):
@@ -904,80 +1009,48 @@ class KvMemoryManager(wiring.Component):
         with m.State("C_CHK2"):
             e = c.ct
             pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
-            with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0) & cmd.counts):
-                m.d.sync += [past.eq(pst), word_first.eq(1), cw.eq(0)]
-                m.next = "C_COUNT"
-            with m.Elif(e.valid & ~e.poisoned & (pst[:cb] != 0)):
-                m.d.sync += [cnt.eq(e.count), past.eq(pst), c.hi.eq(0), c.rem.eq(hbeats),
-                             c.addr.eq(self._hc_off(c, cmd.head)), c.abase.eq(2),
-                             c.ret.eq(3), word_first.eq(1), cw.eq(0)]
-                m.next = "ADD_BASE"
+            with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0)):
+                m.d.comb += [x.cm_wr.addr.eq(self._index(c.ctx, c.ncand)),
+                             x.cm_wr.data.eq(c.ci), x.cm_wr.en.eq(1)]
+                m.d.sync += [cnt.eq(e.count), past.eq(pst), c.ncand.eq(c.ncand + 1),
+                             bump(p.candidates)]
+                with m.If(cmd.counts):
+                    m.next = "C_COUNT"
+                with m.Else():
+                    m.d.sync += [c.rem.eq(hbeats), c.addr.eq(self._hc_off(c, cmd.head)),
+                                 c.abase.eq(2), c.ret.eq(3)]
+                    m.next = "ADD_BASE"
             with m.Else():
                 m.d.sync += c.ci.eq(c.ci + 1)
                 m.next = "C_RD"
         beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "c")
         with m.State("C_AR"):
-            m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1), a("arvalid").eq(1)]
+            # the ready-valid rule: once raised, arvalid stays until taken (only this state's
+            # own AR fills reads_out and the candidate FIFO)
+            room = (x.reads_out < self._max_reads) & x.cq.w_rdy
+            m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1),
+                         a("arvalid").eq(room)]
             with m.If(x.ar_go):
-                m.d.sync += [c.wbeats.eq(beats), c.wi.eq(0)]
-                m.next = "C_R"
-        with m.State("C_R"):
-            m.d.comb += [x.own_r.eq(1), a("rready").eq(1)]
-            with m.If(x.r_go):
-                m.d.sync += [den.eq(cnt << 8), dk.eq(0), bump(p.hc_read_beats)]
-                for i in range(lanes):
-                    s = a("rdata")[32 * i:32 * i + 32].as_signed()
-                    m.d.sync += [neg[i].eq(s < 0), q[i].eq(0),
-                                 num[i].eq((Mux(s < 0, -s, s) << 1) + cnt)]
-                with m.If((a("rresp") != 0) & ~c.h_err):
-                    self._fail(m, x, 12, a("rresp"), c.addr + (c.wi << x.bus_lg))
-                    m.d.sync += [c.h_err.eq(1), bump(p.bus_errors)]
-                m.next = "C_DIV"
-        with m.State("C_DIV"):
-            # restoring division by 2·count: den starts at (2·count) << 7
-            for i in range(lanes):
-                ge = num[i] >= den
-                m.d.sync += [num[i].eq(Mux(ge, num[i] - den, num[i])), q[i].eq(Cat(ge, q[i]))]
-            m.d.sync += [den.eq(den >> 1), dk.eq(dk + 1)]
-            with m.If(dk == 7):
-                m.next = "C_PUT"
-        with m.State("C_PUT"):
-            vals = []
-            for i in range(lanes):
-                v = Mux(neg[i], Mux(q[i] > 128, -128, -q[i]), Mux(q[i] > 127, 127, q[i]))
-                vals.append(v[:8])
-            m.d.sync += [cw.word_select(c.hi[:2], 8 * lanes).eq(Cat(*vals)),
-                         c.hi.eq(c.hi + 1), c.wi.eq(c.wi + 1)]
-            with m.If((c.hi[:2] == 3) | (c.hi == hbeats - 1)):
-                m.next = "C_EMIT"
-            with m.Else():
-                m.next = "C_NEXT"
-        with m.State("C_EMIT"):
-            m.d.comb += o.valid.eq(1)
-            with m.If(o.ready):
-                m.d.sync += [word_first.eq(0), cw.eq(0)]
-                m.next = "C_NEXT"
+                with m.If(c.rem == hbeats):
+                    m.d.comb += [x.cq.w_en.eq(1), x.cq_w.ci.eq(c.ci), x.cq_w.cnt.eq(cnt),
+                                 x.cq_w.past.eq(past), x.cq_w.addr.eq(c.addr)]
+                with m.If(c.rem == beats):
+                    m.d.sync += c.ci.eq(c.ci + 1)
+                    m.next = "C_RD"
+                with m.Else():
+                    m.d.sync += [c.addr.eq(c.addr + (beats << x.bus_lg)),
+                                 c.rem.eq(c.rem - beats)]
         with m.State("C_COUNT"):
             # a counts-only list: one beat a candidate, no key read
-            m.d.comb += o.valid.eq(1)
+            m.d.comb += [o.valid.eq(1), o.payload.data.eq(0), o.payload.cluster.eq(c.ci),
+                         o.payload.count.eq(past), o.payload.first.eq(1)]
             with m.If(o.ready):
-                m.d.comb += [x.cm_wr.addr.eq(self._index(c.ctx, c.ncand)),
-                             x.cm_wr.data.eq(c.ci), x.cm_wr.en.eq(1)]
-                m.d.sync += [c.ncand.eq(c.ncand + 1), c.ci.eq(c.ci + 1), word_first.eq(0),
-                             bump(p.candidates)]
+                m.d.sync += c.ci.eq(c.ci + 1)
                 m.next = "C_RD"
-        with m.State("C_NEXT"):
-            with m.If(c.wi != c.wbeats):
-                m.next = "C_R"
-            with m.Elif(c.rem != c.wbeats):
-                m.d.sync += [c.addr.eq(c.addr + (c.wbeats << x.bus_lg)),
-                             c.rem.eq(c.rem - c.wbeats)]
-                m.next = "C_AR"
-            with m.Else():
-                m.d.comb += [x.cm_wr.addr.eq(self._index(c.ctx, c.ncand)),
-                             x.cm_wr.data.eq(c.ci), x.cm_wr.en.eq(1)]
-                m.d.sync += [c.ncand.eq(c.ncand + 1), c.ci.eq(c.ci + 1), bump(p.candidates)]
-                m.next = "C_RD"
+        with m.State("C_DRAIN"):
+            with m.If(x.keys_idle & (x.reads_out == 0)):
+                m.d.sync += c.rx.eq(0)
+                m.next = "C_END"
         with m.State("C_END"):
             m.d.comb += [o.valid.eq(1), o.payload.end.eq(1), o.payload.first.eq(0),
                          o.payload.data.eq(0), o.payload.cluster.eq(0),

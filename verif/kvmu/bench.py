@@ -15,6 +15,9 @@ Every run is also checked against the golden replay (``KvmuTB.run``).
    its blocks. The memory model charges nothing per burst beyond its latency (a DRAM's row
    and command overheads are not modelled), so what the layout buys here is latency hiding
    with a bounded number of reads outstanding.
+3. Candidate lists: 64 clusters stored, then one keyed list (every cluster a candidate,
+   its representative key through the dividers) at 0, 50 and 200 cycles of latency: cycles
+   a candidate from the command to the end beat, with ``o_cand`` always ready.
 Writes ``BENCH_OUT`` (JSON, with the Config it measured).
 """
 from __future__ import annotations
@@ -115,6 +118,28 @@ async def _trace(tb, probe, state, layout, steps, latency=50):
             "stored_tokens": run["stored_tokens"], "cycles_total": run["busy"]}
 
 
+async def _candidates(tb, state, latency, clusters=64):
+    """One keyed candidate list of ``clusters`` candidates (two tokens each, stored at zero
+    latency) at ``latency``: cycles from its command to its end beat."""
+    cfg = tb.cfg
+    state["latency"] = 0
+    await tb.reset()
+    ops = [("store", 0, 0, c, 2 * c + t, 0) for c in range(clusters) for t in range(2)]
+    ops.append(("cand", 0, 0, 0, 1))
+
+    async def before(k, op):
+        if op[0] == "cand":
+            await tb.idle()
+            state["latency"] = latency
+    exp, _ = await tb.run(ops, random_rows(2, 2 * cfg.head_dim), registers(cfg),
+                          timeout=5_000_000, before=before)
+    start = tb.source["i_cmd"].stamps[-1]
+    end = tb.sink["o_cand"].stamps[-1]
+    return {"latency": latency, "candidates": clusters, "cycles": end - start,
+            "cycles_per_candidate": (end - start) / clusters,
+            "sum_beats": clusters * 4 * cfg.head_dim // cfg.kvmu_bus_bytes}
+
+
 def _fetch_cycles(tb, ops, exp):
     """Cycles during which a fetch is under way: the union over fetches of the cycles from
     the transfer of its first command to its end beat (fetches of one layer overlap, so
@@ -171,7 +196,9 @@ async def bench(dut):
               "params": {"bus_bytes": cfg.kvmu_bus_bytes, "max_reads": cfg.kvmu_max_reads,
                          "max_writes": cfg.kvmu_max_writes, "block_bytes": m.block_bytes,
                          "memory_bits": m.memory_bits},
-              "prefetch": [], "trace": {}}
+              "prefetch": [], "trace": {}, "candidates": []}
+    for latency in (0, 50, 200):
+        report["candidates"].append(await _candidates(tb, state, latency))
     for latency in (0, 50, 200):
         for burst in (256, 64, 16):
             state["store_latency"] = latency if burst == 256 else 0
@@ -203,6 +230,11 @@ def summary(r: dict) -> list[str]:
                          f"bursts: {100 * x['utilisation']:.1f}% of R cycles carry a beat "
                          f"({x['peak_outstanding']} reads outstanding at most, "
                          f"{r['params']['max_reads']} allowed)")
+    for x in r.get("candidates", []):
+        lines.append(f"candidate list, {x['latency']:3d}-cycle memory: "
+                     f"{x['cycles_per_candidate']:.1f} cycles a candidate "
+                     f"({x['sum_beats'] // x['candidates']} beats of sums each, "
+                     f"{x['candidates']} candidates)")
     for key, t in r["trace"].items():
         c, s = t["clusters"], t["scattered"]
         lines.append(f"trace (paper, {c['steps']} steps, {c['latency']}-cycle memory): fetches "

@@ -244,9 +244,24 @@ class Replay:
             self._fetch(k, op, opt, bus, bpt, hpg)
         elif kind == "cand":
             _, l, g, j, step = op[:5]
+            n_ar = len(rp.ar)
             got = rp.candidates(l, g, j, step, counts=bool(opt.get("counts")))
             self.lists.append(got)
             d = cfg.head_dim
+            failed = opt.get("fail") == "cand_read"
+            if failed:
+                # one beat of the sums answers an error: its values are taken as zero, the
+                # list goes on and its end beat says error (code 12)
+                resp = RESP[opt.get("resp", "SLVERR")]
+                at = opt.get("beat", 1)
+                addrs = [b.addr + i * bus for b in rp.ar[n_ar:] for i in range(b.length // bus)]
+                self.faults[k] = ("read", addrs[at], resp)
+                self.error(12, resp, addrs[at])
+                hbeats, lanes = 4 * d // bus, bus // 4
+                c, past, rep = got[at // hbeats]
+                rep = rep.copy()
+                rep[(at % hbeats) * lanes:(at % hbeats + 1) * lanes] = 0
+                got = [*got[:at // hbeats], (c, past, rep), *got[at // hbeats + 1:]]
             for c, past, rep in got:
                 if opt.get("counts"):           # counts only: one beat a candidate
                     self.cand.append(dict(data=0, cluster=c, count=past, first=1, end=0,
@@ -257,7 +272,8 @@ class Replay:
                     self.cand.append(dict(data=int.from_bytes(raw[w:w + bus], "little"),
                                           cluster=c, count=past, first=int(w == 0), end=0,
                                           error=0))
-            self.cand.append(dict(data=0, cluster=0, count=len(got), first=0, end=1, error=0))
+            self.cand.append(dict(data=0, cluster=0, count=len(got), first=0, end=1,
+                                  error=int(failed)))
             rp.counters["candidates"] = rp.counters.get("candidates", 0) + len(got)
         else:
             raise ValueError(f"unknown operation {kind!r}")

@@ -272,7 +272,7 @@ async def random_latency(dut):
 
 @cocotb.test()
 @cocotb.parametrize(fail=named(["write", "offload_read", "offload_write", "read", "hc_read",
-                                "hc_write"]),
+                                "hc_write", "cand_read"]),
                     resp=named(["SLVERR", "DECERR"]))
 async def bus_errors(dut, fail, resp):
     """One transfer answered with an error: the sticky status names the operation, the

@@ -83,7 +83,18 @@ def _first_hc_read(cfg, regs, ops, rows):
     return first_op(cfg, regs, ops, rows, want)
 
 
-FAILS = ["write", "offload_read", "offload_write", "read", "hc_read", "hc_write"]
+def _first_long_list(cfg, regs, ops, rows):
+    """The first keyed candidate list (past a third of ``ops``) of three or more candidates."""
+    def want(rp, op):
+        if op[0] != "cand" or isinstance(op[-1], dict):
+            return False
+        past = [c for c in range(rp.n_clusters.get(op[1:3], 0))
+                if (r := rp.hc.get((*op[1:3], c))) and not r.poisoned and r.past(op[4]) > 0]
+        return len(past) >= 3
+    return first_op(cfg, regs, ops, rows, want)
+
+
+FAILS = ["write", "offload_read", "offload_write", "read", "hc_read", "hc_write", "cand_read"]
 
 
 def with_fault(cfg, regs, ops, rows, fail, resp):
@@ -93,6 +104,11 @@ def with_fault(cfg, regs, ops, rows, fail, resp):
         k = next(i for i, op in enumerate(ops)
                  if op[0] == "fetch" and len(op[4]) > 1 and i > len(ops) // 3)
         ops[k] = (*ops[k][:6], dict(fail="read", beat=3, resp=resp))
+    elif fail == "cand_read":
+        # a beat of the second candidate's sums, its reads overlapping the first's division
+        k = _first_long_list(cfg, regs, ops, rows)
+        hbeats = 4 * cfg.head_dim // cfg.kvmu_bus_bytes
+        ops[k] = (*ops[k], dict(fail="cand_read", beat=hbeats + hbeats // 2, resp=resp))
     else:
         k = (_first_hc_read(cfg, regs, ops, rows) if fail == "hc_read" else
              _first_store(cfg, regs, ops, rows, offload=fail.startswith("offload")))
