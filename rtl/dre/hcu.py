@@ -75,6 +75,9 @@ class HashClusterUnit(wiring.Component):
 
     PERF = ("busy", "stalled", "comparisons", "opened", "joined", "refused")
 
+    # context commands on ``i_ctx`` (``op``)
+    SAVE, LOAD, FLUSH = 0, 1, 2
+
     # the window memory's contents at power-up: none (zero in simulation). Tests set random
     # words here (an instance attribute, before elaboration) to show that nothing the unit
     # computes depends on a slot it has not written: an ineligible lane's distance is forced
@@ -101,9 +104,17 @@ class HashClusterUnit(wiring.Component):
                                              "count": count_bits, "layer": layer_bits,
                                              "first": 1, "last": 1})
         self.perf_layout = counter_layout(self.PERF, counter_bits)
+        # a layer's context image: a header word (clusters opened, last step) then the
+        # window's min(opened, window) entries in slot order, one a word
+        self.ctx_layout = data.StructLayout({"op": 2, "layer": layer_bits})
+        self.header_layout = data.StructLayout({"n_open": id_bits, "last_step": step_bits})
+        self.ctx_bits = max(self.entry_layout.size, self.header_layout.size)
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
+            "i_ctx": In(stream.Signature(self.ctx_layout)),
+            "o_ctx": Out(stream.Signature(self.ctx_bits)),
+            "i_ctxd": In(stream.Signature(self.ctx_bits)),
             "th_hd": In(dist_bits),
             "max_age": In(step_bits),
             "age_limit": In(1),
@@ -172,17 +183,24 @@ class HashClusterUnit(wiring.Component):
         x.nxt_valid = nxt_valid = Signal()
         x.cur = cur = Signal(self.in_layout)
         x.token = Signal(self._token_bits, init=(1 << self._token_bits) - 1)   # +1 gives 0
-        m.d.comb += self.i.ready.eq(~nxt_valid)
+        x.ctx_busy = Signal()               # a context command runs: tokens wait
+        m.d.comb += self.i.ready.eq(~nxt_valid & ~x.ctx_busy)
         # bad input is refused as it arrives: a layer beyond the contexts, or a step older
         # than the layer's last (steps never decrease nor wrap: docs/numerics.md §5); the
         # token is dropped (no output beat, no state change), the first error's code kept
         p = self.i.payload
-        last_step = Array(Signal(self._step_bits, name=f"last_step_{l}") for l in range(Lh))
+        x.last_step = last_step = Array(Signal(self._step_bits, name=f"last_step_{l}")
+                                        for l in range(Lh))
         bad_layer, bad_step = Signal(), Signal()
         if (1 << len(p.layer)) > Lh:          # (else every layer field value is a context)
             m.d.comb += bad_layer.eq(p.layer >= Lh)
         m.d.comb += bad_step.eq(~bad_layer & (p.step < last_step[p.layer]))
-        with m.If(self.i.valid & self.i.ready):
+        x.ctx_refused = Signal()            # a context command names a layer beyond them
+        with m.If(x.ctx_refused):
+            m.d.sync += [self.error.eq(1), self.perf.refused.eq(self.perf.refused + 1)]
+            with m.If(~self.error):
+                m.d.sync += self.error_code.eq(3)
+        with m.Elif(self.i.valid & self.i.ready):
             with m.If(bad_layer | bad_step):
                 m.d.sync += [self.error.eq(1), self.perf.refused.eq(self.perf.refused + 1)]
                 with m.If(~self.error):
@@ -344,11 +362,97 @@ class HashClusterUnit(wiring.Component):
         for j in range(N):
             m.d.comb += x.wr.data[j].eq(new_entry)
 
+    def _context_states(self, m, x):
+        """``SAVE`` streams a layer's context image out on ``o_ctx``, ``LOAD`` writes one
+        taken from ``i_ctxd``, ``FLUSH`` empties the layer (no clusters, step 0). A layer
+        beyond the contexts is refused (error 3): a ``SAVE`` then sends an empty image (a
+        zero header), a ``LOAD`` consumes its image and changes nothing."""
+        N, W, Lh = self._lanes, self._window, self._layers
+        cmd = x.c_cmd
+        bad = Signal()
+        if (1 << len(cmd.layer)) > Lh:
+            m.d.comb += bad.eq(cmd.layer >= Lh)
+        lay = cmd.layer[:x.layer_log] if x.layer_log else Const(0, 1)
+        hdr_o = data.View(self.header_layout, self.o_ctx.payload[:self.header_layout.size])
+        hdr_i = data.View(self.header_layout, self.i_ctxd.payload[:self.header_layout.size])
+        n = Signal(self._id_bits)
+        m.d.comb += n.eq(x.n_open[cmd.layer])
+        cnt = Signal(range(W + 1))          # the image's entries
+        ci = Signal(range(W + 1))           # the entry being moved
+        row = Signal(max(1, x.rlog))
+        m.d.comb += row.eq(ci[x.lane_log:] if x.rlog else 0)
+        addr = Cat(row[:x.rlog], lay) if x.rlog else lay
+        with m.State("X_DECODE"):
+            m.d.comb += x.ctx_refused.eq(bad)
+            m.d.sync += [cnt.eq(Mux(bad, 0, Mux(n >= W, W, n))), ci.eq(0)]
+            with m.Switch(cmd.op):
+                with m.Case(self.SAVE):
+                    m.next = "X_HEADER"
+                with m.Case(self.LOAD):
+                    m.next = "X_LOAD_HEADER"
+                with m.Default():           # FLUSH (and the unused op 3)
+                    with m.If(~bad):
+                        m.d.sync += [x.n_open[cmd.layer].eq(0), x.last_step[cmd.layer].eq(0)]
+                    m.next = "IDLE"
+        with m.State("X_HEADER"):
+            m.d.comb += [self.o_ctx.valid.eq(1),
+                         hdr_o.n_open.eq(Mux(bad, 0, n)),
+                         hdr_o.last_step.eq(Mux(bad, 0, x.last_step[cmd.layer]))]
+            with m.If(self.o_ctx.ready):
+                m.next = "X_READ"
+                with m.If(cnt == 0):
+                    m.next = "IDLE"
+        with m.State("X_READ"):
+            # the row of entry ci; its data is on the port from the next cycle on
+            if x.rlog + x.layer_log:
+                m.d.comb += x.rd.addr.eq(addr)
+            m.next = "X_SAVE"
+        with m.State("X_SAVE"):
+            if x.rlog + x.layer_log:
+                m.d.comb += x.rd.addr.eq(addr)
+            lane = ci[:x.lane_log] if x.lane_log else Const(0, 1)
+            m.d.comb += [self.o_ctx.valid.eq(1),
+                         self.o_ctx.payload.eq(x.rd.data.as_value().word_select(
+                             lane, self.entry_layout.size))]
+            with m.If(self.o_ctx.ready):
+                m.d.sync += ci.eq(ci + 1)
+                with m.If(ci + 1 == cnt):
+                    m.next = "IDLE"
+                with m.Elif((ci[:x.lane_log] == N - 1) if x.lane_log else Const(1)):
+                    m.next = "X_READ"
+        with m.State("X_LOAD_HEADER"):
+            m.d.comb += self.i_ctxd.ready.eq(1)
+            with m.If(self.i_ctxd.valid):
+                hn = hdr_i.n_open
+                m.d.sync += cnt.eq(Mux(hn >= W, W, hn))
+                with m.If(~bad):
+                    m.d.sync += [x.n_open[cmd.layer].eq(hn),
+                                 x.last_step[cmd.layer].eq(hdr_i.last_step)]
+                with m.If(hn == 0):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "X_LOAD"
+        with m.State("X_LOAD"):
+            m.d.comb += self.i_ctxd.ready.eq(1)
+            entry = self.i_ctxd.payload[:self.entry_layout.size]
+            m.d.comb += x.wr.addr.eq(addr)
+            for j in range(N):
+                m.d.comb += x.wr.data[j].eq(entry)
+            with m.If(self.i_ctxd.valid):
+                with m.If(~bad):
+                    m.d.comb += x.wr.en.eq(Const(1, N) << (ci[:x.lane_log] if x.lane_log
+                                                           else 0))
+                m.d.sync += ci.eq(ci + 1)
+                with m.If(ci + 1 == cnt):
+                    m.next = "IDLE"
+
     def _control(self, m, x):
-        """The token sequencer (IDLE, SCAN, DECIDE), the commit and the counters."""
+        """The token sequencer (IDLE, SCAN, DECIDE), the context commands, the commit and the
+        counters."""
         perf = self.perf
         commit = Signal()
         nxt, cur = x.nxt, x.cur
+        x.c_cmd = Signal(self.ctx_layout)
 
         def start_next(read_row0: bool):
             """Take the buffered token as the current one (issuing its row 0 now if asked),
@@ -365,9 +469,16 @@ class HashClusterUnit(wiring.Component):
             with m.Else():
                 m.next = "IDLE"
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
-                start_next(read_row0=False)
+                with m.If(x.nxt_valid):
+                    start_next(read_row0=False)
+                with m.Elif(self.i_ctx.valid & ~self.i.valid):
+                    # a context command, between tokens (a waiting token goes first)
+                    m.d.comb += self.i_ctx.ready.eq(1)
+                    m.d.sync += x.c_cmd.eq(self.i_ctx.payload)
+                    m.next = "X_DECODE"
+            self._context_states(m, x)
             with m.State("SCAN"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
                 with m.If(x.beat < x.beats):
@@ -384,6 +495,11 @@ class HashClusterUnit(wiring.Component):
                 with m.If(drained & self.o.ready):
                     m.d.comb += commit.eq(1)
                     start_next(read_row0=True)
+        m.d.comb += x.ctx_busy.eq(fsm.ongoing("X_DECODE") | fsm.ongoing("X_HEADER") |
+                                  fsm.ongoing("X_READ") | fsm.ongoing("X_SAVE") |
+                                  fsm.ongoing("X_LOAD_HEADER") | fsm.ongoing("X_LOAD"))
+        with m.If(x.ctx_busy):
+            m.d.sync += perf.busy.eq(perf.busy + 1)
         with m.If(commit):
             m.d.comb += x.wr.en.eq(Const(1, self._lanes) << x.slot_w[:x.lane_log])
             m.d.sync += perf.comparisons.eq(perf.comparisons + x.n_valid)

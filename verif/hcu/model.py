@@ -6,7 +6,8 @@ import numpy as np
 
 from golden.hcu import Token, hcu_reference
 
-__all__ = ["Token", "expected", "frames", "structured_hashes", "trace_tokens"]
+__all__ = ["Token", "expected", "frames", "layered_stream", "structured_hashes", "swap_plan",
+           "trace_tokens"]
 
 
 def expected(tokens, cfg, prior=()):
@@ -55,3 +56,44 @@ def trace_tokens(trace, qt, preset: str, cfg):
             toks += [Token(int(r.hashes[l, 0, t]), l, s, int(i == 0), int(i == len(ts) - 1))
                      for i, t in enumerate(ts)]
     return toks, run_cfg, r
+
+
+def layered_stream(cfg, n, seed, switch=7):
+    """``n`` tokens over ``cfg.n_layers`` layers: steps outer, layers inner, runs of up to
+    ``switch`` tokens a (step, layer), as the core streams them; enough distinct hashes that
+    the windows wrap."""
+    rng = np.random.default_rng(seed)
+    hashes = structured_hashes(rng, n, cfg.n_hp, centres=4 * cfg.window, flips=cfg.n_hp // 4)
+    layers, steps, i, s = [], [], 0, 0
+    while i < n:
+        for layer in range(cfg.n_layers):
+            k = min(n - i, int(rng.integers(1, switch + 1)))
+            layers += [layer] * k
+            steps += [s] * k
+            i += k
+        s += int(rng.integers(1, 3))
+    return frames(hashes, steps[:n], layers[:n])
+
+
+def swap_plan(tokens, contexts):
+    """What a host does to run ``tokens`` of more layers than the HCU's ``contexts``: per run
+    of one (step, layer), if the layer is not in its slot (``layer mod contexts``):
+    ``("save", slot, resident layer)`` (the image kept by layer), then ``("load", slot,
+    layer)`` of its image or ``("flush", slot, layer)`` the first time; then ``("tokens",
+    slot, run)`` with the tokens' layer field set to the slot."""
+    runs = []
+    for t in tokens:
+        if t.first or not runs:
+            runs.append([])
+        runs[-1].append(t)
+    resident, saved = {}, set()
+    for run in runs:
+        layer = run[0].layer
+        slot = layer % contexts
+        if resident.get(slot) != layer:
+            if slot in resident:
+                yield "save", slot, resident[slot]
+                saved.add(resident[slot])
+            yield ("load" if layer in saved else "flush"), slot, layer
+            resident[slot] = layer
+        yield "tokens", slot, [Token(t.hash, slot, t.step, t.first, t.last) for t in run]

@@ -10,7 +10,8 @@ import cocotb
 import numpy as np
 
 from rtl import HashClusterUnit
-from verif.hcu.model import Token, expected, frames, structured_hashes
+from verif.hcu.model import (Token, expected, frames, layered_stream, structured_hashes,
+                             swap_plan)
 from verif.lib.cocotb_tb import BlockTB, named
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
@@ -18,8 +19,10 @@ from verif.lib.scoreboard import compare
 
 class HcuTB(BlockTB):
     def __init__(self, dut):
-        super().__init__(dut, HashClusterUnit, sources={"i": lambda b: b.in_layout},
-                         sinks={"o": lambda b: b.out_layout})
+        super().__init__(dut, HashClusterUnit,
+                         sources={"i": lambda b: b.in_layout, "i_ctx": lambda b: b.ctx_layout,
+                                  "i_ctxd": lambda b: b.ctx_bits},
+                         sinks={"o": lambda b: b.out_layout, "o_ctx": lambda b: b.ctx_bits})
 
     async def run(self, tokens, cfg=None):
         """Send tokens, take outputs, compare with the golden model beat by beat, with the
@@ -173,3 +176,52 @@ async def throughput(dut):
     if W // tb.model.lanes >= 64:
         assert full_rate >= 0.95 * tb.model.lanes
     assert perf["comparisons"] == sum(min(k, W) for k in range(n))
+
+
+@cocotb.test()
+@cocotb.parametrize(crossing=named(["none", "both"]))
+async def layers_beyond_contexts(dut, crossing):
+    """Two more layers than the build's contexts, run as a core would (``swap_plan``: at every
+    layer switch the slot's window saved on ``o_ctx`` and the next layer's loaded from
+    ``i_ctxd``, or the slot flushed): every beat equals the golden model's with every layer on
+    chip; every saved header holds its layer's clusters opened and last step."""
+    from verif.lib.payload import unpack
+    tb = HcuTB(dut)
+    tb.cross(crossing, seed=6)
+    await tb.start()
+    m = tb.model
+    cfg = tb.cfg.replace(n_layers=m.layers + 2, hcu_contexts=None, th_hd=max(1, m.n_hp // 4),
+                         max_age=4)
+    tb.registers(cfg.block_registers("hcu"))
+    toks = layered_stream(cfg, min(5 * m.window + 40, 1500), seed=21)
+    want = expected(toks, cfg)
+    op = {"save": m.SAVE, "load": m.LOAD, "flush": m.FLUSH}
+    got, images, opened, last, layer_of, full = [], {}, {}, {}, {}, False
+    for kind, slot, arg in swap_plan(toks, m.layers):
+        if kind == "tokens":
+            send = cocotb.start_soon(tb.source["i"].send([t.beat() for t in arg]))
+            beats = await tb.sink["o"].take(len(arg), timeout=10_000)
+            await send
+            layer = layer_of[slot]
+            got += [dict(b, layer=layer) for b in beats]
+            opened[layer] = opened.get(layer, 0) + sum(b["opened"] for b in beats)
+            last[layer] = arg[-1].step
+            continue
+        await tb.source["i_ctx"].send([{"op": op[kind], "layer": slot}])
+        if kind == "save":
+            head = (await tb.sink["o_ctx"].take(1, timeout=10_000))[0]
+            h = unpack(m.header_layout, head)
+            assert (h["n_open"], h["last_step"]) == (opened.get(arg, 0), last.get(arg, 0)), \
+                f"layer {arg}'s saved header {h}"
+            n = min(m.window, h["n_open"])
+            full |= n == m.window
+            images[arg] = [head] + (await tb.sink["o_ctx"].take(n, timeout=10_000) if n else [])
+        else:
+            if kind == "load":
+                await tb.source["i_ctxd"].send(images[arg])
+            layer_of[slot] = arg
+    compare(got, want, what="token")
+    await tb.sink["o_ctx"].expect_quiet(8)
+    if 5 * m.window + 40 <= 1500:
+        assert full, "no saved window was full"
+    assert int(dut.error.value) == 0

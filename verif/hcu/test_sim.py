@@ -9,7 +9,7 @@ from verif.lib.scoreboard import compare
 from vrex.config import Config
 from vrex.rules import ParameterError
 
-from .model import Token, expected, frames, structured_hashes
+from .model import Token, expected, frames, layered_stream, structured_hashes, swap_plan
 
 
 def run(cfg, tokens, *, cross="none", seed=0, window_init=None):
@@ -184,3 +184,141 @@ def test_properties():
     assert dut.cycles_per_token(64) == 8 + dut.latency
     with pytest.raises(AttributeError):
         dut.lanes = 4
+
+
+# --- layer contexts saved and restored (more layers than contexts) ----------------------------
+
+def run_swapped(cfg, contexts, tokens, *, seed=0, pause=0.3, bad=()):
+    """The HCU built with ``contexts`` layer contexts runs a stream of ``cfg.n_layers`` layers
+    as a core would (:func:`verif.hcu.model.swap_plan`: a slot's window saved and the next
+    layer's loaded, or the slot flushed, at every layer switch), every stream paused at
+    random. Every beat must equal the golden model's with all layers on chip, and every saved
+    header its layer's clusters opened and last step. ``bad``: context commands naming a slot
+    beyond the contexts, sent first (each refused: an empty image out, or its image
+    consumed). Returns the images' sizes in words and the counters."""
+    from amaranth.sim import Simulator
+
+    from verif.lib.counters import read_sim
+    from verif.lib.payload import pack, unpack
+    dut = HashClusterUnit.from_config(cfg.replace(hcu_contexts=contexts))
+    regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("hcu").items()]
+    want = expected(tokens, cfg)
+    got, sizes, perf = [], [], {}
+    rng = np.random.default_rng(seed)
+    hdr, W = dut.header_layout, dut.window
+    op = {"save": dut.SAVE, "load": dut.LOAD, "flush": dut.FLUSH}
+
+    def paused():
+        return rng.random() < pause
+
+    async def command(ctx, code, slot):
+        ctx.set(dut.i_ctx.payload.as_value(), pack(dut.ctx_layout, {"op": code, "layer": slot}))
+        ctx.set(dut.i_ctx.valid, 1)
+        await ctx.tick().until(dut.i_ctx.ready)
+        ctx.set(dut.i_ctx.valid, 0)
+
+    async def receive(ctx):
+        words, n = [], None
+        while n is None or len(words) < n:
+            ready = not paused()
+            ctx.set(dut.o_ctx.ready, ready)
+            if ready and ctx.get(dut.o_ctx.valid):
+                words.append(ctx.get(dut.o_ctx.payload))
+                if n is None:
+                    n = 1 + min(W, unpack(hdr, words[0])["n_open"])
+            await ctx.tick()
+        ctx.set(dut.o_ctx.ready, 0)
+        return words
+
+    async def send(ctx, words):
+        for w in words:
+            while paused():
+                ctx.set(dut.i_ctxd.valid, 0)
+                await ctx.tick()
+            ctx.set(dut.i_ctxd.payload, w)
+            ctx.set(dut.i_ctxd.valid, 1)
+            await ctx.tick().until(dut.i_ctxd.ready)
+        ctx.set(dut.i_ctxd.valid, 0)
+
+    async def tokens_through(ctx, run):
+        beats, k = [], 0
+        while len(beats) < len(run):
+            if k < len(run) and not paused():
+                ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, run[k].beat()))
+                ctx.set(dut.i.valid, 1)
+            else:
+                ctx.set(dut.i.valid, 0)
+            ctx.set(dut.o.ready, not paused())
+            took = ctx.get(dut.i.valid) and ctx.get(dut.i.ready)
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                beats.append(unpack(dut.out_layout, ctx.get(dut.o.payload.as_value())))
+            await ctx.tick()
+            k += bool(took)
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.o.ready, 0)
+        return beats
+
+    async def bench(ctx):
+        for sig, v in regs:
+            ctx.set(sig, v)
+        for code, slot in bad:
+            await command(ctx, code, slot)
+            if code == dut.SAVE:
+                assert await receive(ctx) == [0], "a refused SAVE sends one zero header"
+            elif code == dut.LOAD:
+                await send(ctx, [pack(hdr, {"n_open": 3, "last_step": 9}), 1, 2, 3])
+        images, opened, last, layer_of = {}, {}, {}, {}
+        for kind, slot, arg in swap_plan(tokens, contexts):
+            if kind == "tokens":
+                beats = await tokens_through(ctx, arg)
+                layer = layer_of[slot]
+                got.extend(dict(b, layer=layer) for b in beats)
+                opened[layer] = opened.get(layer, 0) + sum(b["opened"] for b in beats)
+                last[layer] = arg[-1].step
+                continue
+            await command(ctx, op[kind], slot)
+            if kind == "save":
+                img = images[arg] = await receive(ctx)
+                h = unpack(hdr, img[0])
+                assert (h["n_open"], h["last_step"]) == (opened.get(arg, 0), last.get(arg, 0)), \
+                    f"layer {arg}'s saved header {h}"
+                sizes.append(len(img))
+            else:
+                if kind == "load":
+                    await send(ctx, images[arg])
+                layer_of[slot] = arg
+        for _ in range(4):
+            await ctx.tick()
+        perf.update(read_sim(ctx, dut))
+        perf["error_code"] = ctx.get(dut.error_code)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    compare(got, want, what="token")
+    return sizes, perf
+
+
+@pytest.mark.parametrize("name, contexts", [("h16-l4-w16", 2), ("h8-l1-w4", 1),
+                                            ("h32-l16-w16", 3), ("h32-l4-w64", 2)])
+def test_layers_beyond_contexts(name, contexts):
+    """Five layers on 1 to 3 contexts: every layer switch saves a slot's window and loads
+    (or flushes) the next layer's; the clusters equal the golden model's with every layer on
+    chip. The windows wrap, so images are full."""
+    cfg = SWEEP[name].replace(n_layers=5)
+    cfg = cfg.replace(th_hd=cfg.n_hp // 4, max_age=4)
+    toks = layered_stream(cfg, 6 * cfg.window + 40, seed=cfg.window + contexts)
+    sizes, perf = run_swapped(cfg, contexts, toks, seed=contexts)
+    assert max(sizes) == 1 + cfg.window, "no image was full"
+    assert perf["error_code"] == 0
+
+
+def test_context_commands_refused():
+    """A context command naming a slot beyond the contexts: error 3, counted; a SAVE sends an
+    empty image, a LOAD consumes its image and changes nothing; the stream then runs exactly."""
+    cfg = SWEEP["h16-l4-w16"].replace(n_layers=3, th_hd=4)
+    toks = layered_stream(cfg, 80, seed=4)
+    dut = HashClusterUnit.from_config(cfg.replace(hcu_contexts=3))
+    _, perf = run_swapped(cfg, 3, toks, bad=[(dut.SAVE, 3), (dut.LOAD, 3), (dut.FLUSH, 3)])
+    assert perf["error_code"] == 3 and perf["refused"] == 3
