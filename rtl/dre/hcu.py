@@ -42,7 +42,11 @@ class HashClusterUnit(wiring.Component):
     per layer, and a cluster counter per layer. A layer switch costs nothing, and the window is
     read in full for every token anyway; swapping windows through a stream instead would add
     ``window · entry`` bits of traffic and a stall at every switch. For models with more layers
-    than contexts the host runs the unit once per group of layers (reset clears every window).
+    than contexts a context is moved through memory at a layer switch (``i_ctx``: ``SAVE``
+    streams its image out on ``o_ctx``, a header word (clusters opened, last step) and the
+    ``min(opened, window)`` entries in slot order; ``LOAD`` takes one in on ``i_ctxd``;
+    ``FLUSH`` empties it), between tokens; clustering continues exactly as if the layer had
+    stayed on chip.
 
     Pipeline: a token is taken into a one-token buffer while the previous one is processed.
     The scan reads one row per cycle (``lanes`` comparisons); s2 registers each lane's rank
@@ -66,7 +70,7 @@ class HashClusterUnit(wiring.Component):
         ``i`` (in stream: ``hash``, ``layer``, ``step``, ``first``, ``last``); ``o`` (out
         stream: ``token``, ``cluster``, ``opened``, ``distance``, ``count``, ``layer``,
         ``first``, ``last``); ``th_hd``, ``max_age``, ``age_limit`` run-time registers
-        (``Config.block_registers("hcu")``); ``perf`` counters: cycles ``busy``, cycles
+        (``Config.block_registers("hcu")``), taken with each run's ``first`` token; ``perf`` counters: cycles ``busy``, cycles
         ``stalled`` on ``o``, ``comparisons`` made (window entries scanned), clusters
         ``opened``, tokens ``joined``.
 
@@ -182,6 +186,10 @@ class HashClusterUnit(wiring.Component):
         x.nxt = nxt = Signal(self.in_layout)
         x.nxt_valid = nxt_valid = Signal()
         x.cur = cur = Signal(self.in_layout)
+        # the run-time registers, taken with a run's first token (and the first token after
+        # reset), so a change while tokens are in flight applies from the next run on
+        x.th_hd, x.max_age = Signal.like(self.th_hd), Signal.like(self.max_age)
+        x.age_limit, x.regs_taken = Signal(), Signal()
         x.token = Signal(self._token_bits, init=(1 << self._token_bits) - 1)   # +1 gives 0
         x.ctx_busy = Signal()               # a context command runs: tokens wait
         m.d.comb += self.i.ready.eq(~nxt_valid & ~x.ctx_busy)
@@ -272,7 +280,7 @@ class HashClusterUnit(wiring.Component):
             age = Signal(self._step_bits, name=f"s1_age_{j}")
             m.d.comb += age.eq(x.cur.step - e.step)
             young = Signal(name=f"s1_young_{j}")
-            m.d.comb += young.eq(~self.age_limit | (age <= self.max_age))
+            m.d.comb += young.eq(~x.age_limit | (age <= x.max_age))
             dist = popcount(m, e.hash ^ x.cur.hash, f"s1_pop_{j}")
             with m.If(x.s1_valid):
                 m.d.sync += [x.s2[j].rank.elig.eq(in_window & young),
@@ -333,7 +341,7 @@ class HashClusterUnit(wiring.Component):
         best_dist = Signal(x.dist_bits)
         m.d.comb += best_dist.eq(~fin.rank.ndist)
         x.join = join = Signal()
-        m.d.comb += join.eq(best_elig & (best_dist < self.th_hd))
+        m.d.comb += join.eq(best_elig & (best_dist < x.th_hd))
         base = Signal(self._id_bits)
         m.d.comb += base.eq(Cat(Const(0, wlog), x.n_cur[wlog:]))
         cid = Signal(self._id_bits)
@@ -460,6 +468,9 @@ class HashClusterUnit(wiring.Component):
             with m.If(x.nxt_valid):
                 m.d.sync += [cur.eq(nxt), x.nxt_valid.eq(0), x.best.rank.eq(0),
                              x.token.eq(Mux(nxt.first, 0, x.token + 1))]
+                with m.If(nxt.first | ~x.regs_taken):
+                    m.d.sync += [x.th_hd.eq(self.th_hd), x.max_age.eq(self.max_age),
+                                 x.age_limit.eq(self.age_limit), x.regs_taken.eq(1)]
                 if read_row0:
                     m.d.comb += [x.spec.eq(1), x.issue.eq(1)]
                     m.d.sync += x.beat.eq(1)

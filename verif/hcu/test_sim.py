@@ -322,3 +322,56 @@ def test_context_commands_refused():
     dut = HashClusterUnit.from_config(cfg.replace(hcu_contexts=3))
     _, perf = run_swapped(cfg, 3, toks, bad=[(dut.SAVE, 3), (dut.LOAD, 3), (dut.FLUSH, 3)])
     assert perf["error_code"] == 3 and perf["refused"] == 3
+
+
+def test_registers_taken_per_run():
+    """th_hd and max_age are taken with a run's first token: changed (4 -> 1, no age limit ->
+    0) while run A's two tokens are still in the unit (``o`` held), they apply from run B on.
+    Hand-computed: A's second token joins at distance 3 (< 4; it would open at 1); B's first
+    opens (cluster 0 is a step old, over age 0), its second opens (distance 6), its third
+    joins (distance 0)."""
+    from amaranth.sim import Simulator
+
+    from verif.lib.payload import pack, unpack
+    cfg = point(n_hp=8, hcu_lanes=2, window=4, th_hd=4, max_age=None)
+    dut = HashClusterUnit.from_config(cfg)
+    a = [Token(0x00, step=0, first=1), Token(0x07, step=0, last=1)]       # distance 3
+    b = [Token(0x07, step=1, first=1), Token(0x70, step=1), Token(0x70, step=1, last=1)]
+    after = cfg.replace(th_hd=1, max_age=0)
+    none = cfg.n_hp + 1                     # the distance reported when nothing was eligible
+    want = [dict(token=k, cluster=c, opened=o, distance=d, count=n, layer=0, first=t.first,
+                 last=t.last)
+            for (k, c, o, d, n), t in zip([(0, 0, 1, none, 1), (1, 0, 0, 3, 2),
+                                           (0, 1, 1, none, 1), (1, 2, 1, 6, 1),
+                                           (2, 2, 0, 0, 2)], a + b)]
+    assert expected(a, cfg) == want[:2] and expected(a, after)[1]["opened"] == 1
+    got = []
+
+    async def bench(ctx):
+        for k, v in cfg.block_registers("hcu").items():
+            ctx.set(getattr(dut, k), v)
+        for t in a:                          # o held low: both tokens wait in the unit
+            ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, t.beat()))
+            ctx.set(dut.i.valid, 1)
+            await ctx.tick().until(dut.i.ready)
+        ctx.set(dut.i.valid, 0)
+        for k, v in after.block_registers("hcu").items():
+            ctx.set(getattr(dut, k), v)
+        ctx.set(dut.o.ready, 1)
+        pending = list(b)
+        while len(got) < len(want):
+            ctx.set(dut.i.valid, bool(pending))
+            if pending:
+                ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, pending[0].beat()))
+            took = pending and ctx.get(dut.i.ready)
+            if ctx.get(dut.o.valid):
+                got.append(unpack(dut.out_layout, ctx.get(dut.o.payload.as_value())))
+            await ctx.tick()
+            if took:
+                pending.pop(0)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    compare(got, want, what="token")
