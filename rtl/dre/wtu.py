@@ -60,7 +60,7 @@ class WicsumThresholdUnit(wiring.Component):
         ``i`` (in stream: ``entry[lanes]`` of ``score``, ``weight``, ``count``; ``valid``;
         ``first``, ``last``, ``head_last``); ``o`` (out stream: ``cluster``, ``count``,
         ``last``); ``th_r`` run-time register (u1.th_r_frac_bits,
-        ``Config.block_registers("wtu")``); ``error`` sticky, with the first error's
+        ``Config.block_registers("wtu")``), taken with each row's first beat; ``error`` sticky, with the first error's
         ``error_code`` (1 a row too long, 2 broken first/last framing), ``error_head`` (heads
         closed before it since reset) and ``error_row`` (its row in that head); ``perf``
         counters: ``rows``,
@@ -190,6 +190,7 @@ class WicsumThresholdUnit(wiring.Component):
         x.smax = smax = Signal(signed(sb), init=x.smin_c)
         x.any_valid = any_valid = Signal()
         x.take = take = Signal()
+        x.th_r = Signal.like(self.th_r)
         m.d.comb += take.eq(self.i.valid & self.i.ready)
         pay = self.i.payload
         m.d.comb += [x.row_wr.addr.eq(beat), x.row_wr.en.eq(take & (beat < D))]
@@ -307,6 +308,8 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.comb += self.i.ready.eq(1)
             with m.If(x.take):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
+                with m.If(beat == 0):
+                    m.d.sync += x.th_r.eq(self.th_r)         # Th_r taken with a row's first beat
                 with m.If(pay.first != (beat == 0)):
                     self._raise(m, x, 2)                     # framing broken
                 with m.If(beat <= D):
@@ -321,7 +324,7 @@ class WicsumThresholdUnit(wiring.Component):
         with m.State("DRAIN"):                       # the preprocess pipeline empties
             m.d.sync += perf.busy.eq(perf.busy + 1)
             with m.If(~x.p1_valid & ~x.p2_valid):
-                m.d.sync += [x.th_prod.eq(x.total * self.th_r),
+                m.d.sync += [x.th_prod.eq(x.total * x.th_r),
                              x.r1.eq(x.smax - x.smin + 1)]
                 m.next = "THRESH"
 

@@ -139,3 +139,48 @@ def test_bad_parameters(kw, msg):
     with pytest.raises(ParameterError) as e:
         WicsumThresholdUnit(**params(**kw))
     assert str(e.value) == msg
+
+
+def test_th_r_taken_per_row():
+    """Th_r is taken with a row's first beat: changed (0.3 -> 0.9) after head 0's row has
+    begun, it applies to head 1's row only; each head's beats equal the golden model's at its
+    own Th_r."""
+    from amaranth.sim import Simulator
+
+    from verif.lib.payload import pack, unpack
+    from .model import row_beats
+    lo = point(wtu_lanes=4, buckets=8, wtu_row_entries=64)
+    hi = lo.replace(th_r=0.9)
+    rng = np.random.default_rng(8)
+    heads = [[Row(rng.permutation(40) * 50, rng.integers(100, 1000, 40),
+                  rng.integers(1, 9, 40))] for _ in range(2)]
+    want = expected(heads[:1], lo)[0] + expected(heads[1:], hi)[0]
+    assert want != expected(heads, lo)[0], "the two Th_r must select differently"
+    dut = WicsumThresholdUnit.from_config(lo)
+    beats = [row_beats(r, dut.lanes, True) for h in heads for r in h]
+    got = []
+
+    async def bench(ctx):
+        for k, v in lo.block_registers("wtu").items():
+            ctx.set(getattr(dut, k), v)
+        ctx.set(dut.o.ready, 1)
+        pending = [b for row in beats for b in row]
+        sent = 0
+        while len(got) < len(want):
+            if sent == 1:                    # head 0's row has begun
+                for k, v in hi.block_registers("wtu").items():
+                    ctx.set(getattr(dut, k), v)
+            ctx.set(dut.i.valid, sent < len(pending))
+            if sent < len(pending):
+                ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, pending[sent]))
+            took = sent < len(pending) and ctx.get(dut.i.ready)
+            if ctx.get(dut.o.valid):
+                got.append(unpack(dut.out_layout, ctx.get(dut.o.payload.as_value())))
+            await ctx.tick()
+            sent += bool(took)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    compare(got, want)
