@@ -99,7 +99,8 @@ async def random_streams(dut, crossing):
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def directed_cases(dut, crossing):
     """All-equal, all-different, distances Th_hd - 1 and Th_hd, ties, a full window wrapping,
-    clusters aging out at exactly A steps, a layer switch mid-stream."""
+    clusters aging out at exactly A steps, a layer switch mid-stream, joins of the oldest and
+    newest clusters of a wrapped window (and of one that fell out of it)."""
     tb = HcuTB(dut)
     tb.cross(crossing, seed=2)
     await tb.start()
@@ -116,8 +117,15 @@ async def directed_cases(dut, crossing):
                  for i, h in enumerate(rng.permutation(2 ** min(n_hp, 20))[:W + 40])]
     switch = [Token(0x3 & mask, layer=i % tb.model.layers, step=3, first=int(i == 0))
               for i in range(12)]
+    # a wrapped window: W + 3 clusters opened (ids 3 .. W + 2 remain), then tokens equal to
+    # the oldest remaining (joins id 3, the slot the next cluster opens in), the newest, and
+    # one that fell out (opens)
+    hs = [int(h) for h in rng.permutation(2 ** min(n_hp, 20))[:W + 3]]
+    oldest = [Token(h, step=4, first=int(i == 0)) for i, h in enumerate(hs)] + [
+        Token(hs[3], step=4), Token(hs[-1], step=4), Token(hs[2], step=4), Token(hs[4], step=4)]
     for toks, th_hd, age in ((equal, th, None), (boundary, th, None), (ties, 5, None),
-                             (ages, th, 5), (different, 1, None), (switch, th, None)):
+                             (ages, th, 5), (different, 1, None), (switch, th, None),
+                             (oldest, 1, None)):
         await tb.reset()
         await tb.run(toks, tb.cfg.replace(th_hd=th_hd, max_age=age))
 
