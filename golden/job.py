@@ -115,7 +115,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         runs[name] = r
         for th, m in r.masks.items():
             masks[(name, th)] = m
-    float_agree, exact_ratio, seed_masks = {}, {}, {}
+    float_agree, exact_ratio, seed_masks, same_partition = {}, {}, {}, {}
     for name in ("resv", "resv_tuned"):
         cfg = cfgs[name]
         # the float reference (exact WiCSum) over the same Th_r sweep: its curve, so the
@@ -126,6 +126,10 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         for th, m in rf.masks.items():
             masks[(name + "_float", th)] = m
         float_agree[name] = _jaccard(runs[name].masks[cfg.th_r], rf.masks[cfg.th_r])
+        # the float mode on the integer run's own clusters: the numerics' share alone
+        rp = run_resv(trace, None, cfg.replace(numerics="float", wicsum="exact"), [cfg.th_r],
+                      partition=runs[name].cluster_of)
+        same_partition[name] = _jaccard(runs[name].masks[cfg.th_r], rp.masks[cfg.th_r])
         # other hyperplane seeds at the default Th_r: the spread of the headline figures
         for k in range(1, SEEDS):
             rs = run_resv(trace, qt, cfg.replace(hp_seed=cfg.hp_seed + k), [cfg.th_r])
@@ -202,6 +206,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         summary["methods"][name]["wicsum_ratio"] = r
     summary["int_float_agreement"] = float_agree["resv"]
     summary["int_float_agreement_by_preset"] = float_agree
+    summary["int_float_same_partition"] = same_partition
     pareto = {}
     for m in METHODS + ("resv_float", "resv_tuned_float"):
         pts = []
@@ -359,7 +364,10 @@ def format_table(summary: dict, matched: bool = True) -> str:
                              f"float reference at the same ratio "
                              f"{row['float']['output_rel_l2']:.4f}")
     lines.append(f"int/float agreement (mean Jaccard of selected tokens): "
-                 + ", ".join(f"{k} {v:.3f}" for k, v in summary["int_float_agreement_by_preset"].items()))
+                 + ", ".join(f"{k} {v:.3f}" for k, v in summary["int_float_agreement_by_preset"].items())
+                 + "; on the same clusters: "
+                 + ", ".join(f"{k} {v:.3f}" for k, v in summary.get(
+                     "int_float_same_partition", {}).items()))
     for st, by_preset in (summary.get("matched", {}) if matched else {}).items():
         for preset, row in by_preset.items():
             r0 = row["resv"]["retrieval_ratio"]

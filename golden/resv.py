@@ -162,6 +162,7 @@ class ResvLayer:
         self.sums = np.zeros((G, max(T, 1), self.hpg, d), acc)
         self.count = np.zeros((G, max(T, 1)), np.int64)
         self.cluster_of = np.full((G, T), -1, np.int64)
+        self.partition = None           # [G, T] cluster ids to use instead of clustering
         self.hashes = np.zeros((G, T), np.uint64)
         self.dist = np.zeros((G, T), np.int64)
         self.opened = np.zeros((G, T), bool)
@@ -269,7 +270,14 @@ class ResvLayer:
                 hsh = hash_bits(project(xk, self.hp[g]), bias)
             else:
                 hsh = hash_bits(xk @ self.hp[g].astype(np.float64).T)
-            cid, opened, dist = cl.assign(hsh, s)
+            if self.partition is not None:
+                # another run's clusters (the same partition under other numerics)
+                cid = self.partition[g, a0:b].astype(np.int64)
+                opened = np.array([c >= cl.n and c not in cid[:i] for i, c in enumerate(cid)])
+                dist = np.zeros(len(cid), np.int64)
+                cl.n = max(cl.n, int(cid.max()) + 1)
+            else:
+                cid, opened, dist = cl.assign(hsh, s)
             self.cluster_of[g, a0:b] = cid
             self.hashes[g, a0:b], self.dist[g, a0:b], self.opened[g, a0:b] = hsh, dist, opened
             post = self.k_post[g * self.hpg:(g + 1) * self.hpg, a0:b]     # [hpg, n, d]
@@ -281,9 +289,13 @@ class ResvLayer:
 
 
 def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
-             clustering: bool = True, progress=None, record_rows: list | None = None
-             ) -> ResvResult:
+             clustering: bool = True, progress=None, record_rows: list | None = None,
+             partition: np.ndarray | None = None) -> ResvResult:
     """Run ReSV over the whole trace; ``th_rs`` lists the Th_r values to select with.
+
+    ``partition``: the ``cluster_of`` ``[L, G, T]`` of another run, whose clusters this run
+    uses instead of its own (the same partition, scored and selected under this run's
+    numerics: what the integer and float modes differ in beside the hashes).
 
     ``record_rows``: a list that receives, per (layer, step, KV head) with candidates, the
     WTU's input: candidate cluster ids, scores ``[rows, C]``, weights and counts."""
@@ -302,8 +314,10 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     bounds = trace.step_bounds()
     n_sink = sink_count(trace, cfg)
     layers = [ResvLayer(cfg, trace, qt, l, n_sink, clustering) for l in range(L)]
-    for lay in layers:
+    for l, lay in enumerate(layers):
         lay.record = record_rows
+        if partition is not None:
+            lay.partition = partition[l]
     masks = {th: np.zeros((L, S, Hkv, T), bool) for th in th_rs}
     visited: dict = {}
     for s in range(S):

@@ -207,6 +207,33 @@ def test_float_and_int_agree_on_synthetic(syn):
         assert (inter[union > 0] / union[union > 0]).mean() > 0.5
 
 
+def test_partition_forced(syn):
+    """A run on another run's clusters: its own clusters give back its own selection exactly
+    (every order and preset); the float mode on the integer clusters has the same clusters,
+    so the same candidates, and agrees with the integer mode at least as well as the float
+    mode on its own clusters."""
+    tr, qt = syn
+    for preset in ("paper", "tuned"):
+        for order in ("select_first", "cluster_first"):
+            cfg = _cfg(tr, preset).replace(order=order)
+            r = run_resv(tr, qt, cfg, [0.3, 0.6])
+            rp = run_resv(tr, qt, cfg, [0.3, 0.6], partition=r.cluster_of)
+            assert (rp.cluster_of == r.cluster_of).all()
+            assert (rp.n_clusters == r.n_clusters).all()
+            for th in (0.3, 0.6):
+                assert (rp.masks[th] == r.masks[th]).all()
+        fcfg = _cfg(tr, preset).replace(numerics="float", wicsum="exact")
+        mi = run_resv(tr, qt, _cfg(tr, preset), [0.3])
+        same = run_resv(tr, None, fcfg, [0.3], partition=mi.cluster_of)
+        own = run_resv(tr, None, fcfg, [0.3])
+        assert (same.cluster_of == mi.cluster_of).all()
+
+        def jac(a, b):
+            inter, union = (a & b).sum(-1), (a | b).sum(-1)
+            return (inter[union > 0] / union[union > 0]).mean()
+        assert jac(mi.masks[0.3], same.masks[0.3]) >= jac(mi.masks[0.3], own.masks[0.3])
+
+
 def test_errors(syn):
     tr, qt = syn
     with pytest.raises(ConfigError, match=r"head_dim of the configuration \(64\) does not match "
