@@ -13,7 +13,7 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test soak sim golden verilog synth bench cycles setup clean help
+.PHONY: all demo test soak sim golden verilog synth bench cycles research setup clean help
 
 all: demo
 
@@ -27,6 +27,7 @@ help:
 	@echo "make synth    Yosys + nextpnr reports -> build/synth/report.{json,md}"
 	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
 	@echo "make cycles   the core's cycle model: fit, held-out check, paper setting"
+	@echo "make research [TRACES=...] ReSV variants against ReSV at its ratio -> build/research/"
 
 setup: $(STAMP)
 
@@ -70,6 +71,10 @@ bench: $(STAMP)
 # the paper's setting -> build/bench/cycles.json, cycles.png
 cycles: $(STAMP)
 	$(PY) -m verif.core.cycles --jobs $(JOBS)
+
+# ReSV variants (cluster caps, per-head hashing, a token-level second stage) on the traces
+research: $(STAMP)
+	$(PY) -m golden.research $(foreach t,$(or $(TRACES),$(TRACE)),--trace $(t))
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q verif

@@ -300,18 +300,23 @@ def matched_ratio(pareto: dict) -> dict:
             if preset + "_float" in pareto:
                 extra["float"] = preset + "_float"
             for b in BASELINES + tuple(extra):
-                pts = sorted((p[st] for p in pareto[extra.get(b, b)]
-                              if p[st]["retrieval_ratio"] is not None),
-                             key=lambda p: p["retrieval_ratio"])
-                xs = [p["retrieval_ratio"] for p in pts]
-                if not xs or not xs[0] <= r0 <= xs[-1]:
-                    row[b] = None
-                    continue
-                row[b] = {"retrieval_ratio": r0, **{
-                    k: float(np.interp(r0, xs, [p[k] for p in pts])) for k in MATCH_FIELDS
-                    if all(p[k] is not None for p in pts)}}
+                row[b] = matched_points([p[st] for p in pareto[extra.get(b, b)]], r0,
+                                        MATCH_FIELDS)
             out[st][preset] = row
     return out
+
+
+def matched_points(points: list, r0: float, fields) -> dict | None:
+    """One curve's ``points`` (dicts with ``retrieval_ratio`` and ``fields``) interpolated
+    linearly in the ratio at ``r0``; None where the curve does not reach it."""
+    pts = sorted((p for p in points if p["retrieval_ratio"] is not None),
+                 key=lambda p: p["retrieval_ratio"])
+    xs = [p["retrieval_ratio"] for p in pts]
+    if not xs or not xs[0] <= r0 <= xs[-1]:
+        return None
+    return {"retrieval_ratio": r0, **{
+        k: float(np.interp(r0, xs, [p[k] for p in pts])) for k in fields
+        if all(p[k] is not None for p in pts)}}
 
 
 def format_table(summary: dict, matched: bool = True) -> str:

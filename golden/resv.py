@@ -46,21 +46,24 @@ class HashClusterer:
     token joins when that distance is ``< th_hd``, else it opens a cluster with its own hash.
     With no eligible cluster the distance reads ``n_hp + 1``. Cluster ids count up from 0 in
     the order clusters open. ``clustering=False`` opens a cluster per token (ReSV without
-    clustering).
+    clustering); ``cap`` (research, not in the RTL) splits clusters: a token whose nearest
+    cluster already has ``cap`` members opens one.
     """
 
     def __init__(self, *, n_hp: int, th_hd: int, window: int, max_age: int | None,
-                 capacity: int = 1024, clustering: bool = True):
+                 capacity: int = 1024, clustering: bool = True, cap: int | None = None):
         self.n_hp, self.th_hd, self.window, self.max_age = n_hp, th_hd, window, max_age
-        self.clustering = clustering
+        self.clustering, self.cap = clustering, cap
         self.hashes = np.zeros(capacity, np.uint64)
         self.open_step = np.zeros(capacity, np.int64)
+        self.members = np.zeros(capacity, np.int64)
         self.n = 0
         self.comparisons = 0
 
     def _grow(self):
         self.hashes = np.concatenate([self.hashes, np.zeros_like(self.hashes)])
         self.open_step = np.concatenate([self.open_step, np.zeros_like(self.open_step)])
+        self.members = np.concatenate([self.members, np.zeros_like(self.members)])
 
     def _open(self, h, step) -> int:
         if self.n == len(self.hashes):
@@ -95,10 +98,12 @@ class HashClusterer:
                     if d[j] < none:
                         best, arg = int(d[j]), lo + j
             dist[i] = best
-            if arg >= 0 and best < self.th_hd:
+            if arg >= 0 and best < self.th_hd and (self.cap is None or
+                                                   self.members[arg] < self.cap):
                 cid[i], opened[i] = arg, False
-            else:
+            else:               # (a full cluster, with ``cap``, is split: the token opens one)
                 cid[i], opened[i] = self._open(h, step), True
+            self.members[cid[i]] += 1
         return cid, opened, dist
 
 
@@ -135,7 +140,7 @@ class ResvLayer:
     """The HC tables and the selection of one layer."""
 
     def __init__(self, cfg: Config, trace: Trace, qt: QuantTrace | None, layer: int,
-                 n_sink: int, clustering: bool = True):
+                 n_sink: int, clustering: bool = True, cap: int | None = None):
         self.cfg, self.trace, self.layer, self.n_sink = cfg, trace, layer, n_sink
         self.int_mode = cfg.numerics == "int"
         L, Hkv, T, d = trace.k.shape
@@ -158,7 +163,7 @@ class ResvLayer:
         self.hp = [hyperplanes(cfg.hp_seed, layer, g, cfg.n_hp, cfg.hash_dim) for g in range(G)]
         self.clusterers = [HashClusterer(n_hp=cfg.n_hp, th_hd=cfg.th_hd, window=cfg.window,
                                          max_age=cfg.max_age, capacity=max(T, 1),
-                                         clustering=clustering) for _ in range(G)]
+                                         clustering=clustering, cap=cap) for _ in range(G)]
         self.sums = np.zeros((G, max(T, 1), self.hpg, d), acc)
         self.count = np.zeros((G, max(T, 1)), np.int64)
         self.cluster_of = np.full((G, T), -1, np.int64)
@@ -290,12 +295,15 @@ class ResvLayer:
 
 def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
              clustering: bool = True, progress=None, record_rows: list | None = None,
-             partition: np.ndarray | None = None) -> ResvResult:
+             partition: np.ndarray | None = None, cluster_cap: int | None = None
+             ) -> ResvResult:
     """Run ReSV over the whole trace; ``th_rs`` lists the Th_r values to select with.
 
     ``partition``: the ``cluster_of`` ``[L, G, T]`` of another run, whose clusters this run
     uses instead of its own (the same partition, scored and selected under this run's
     numerics: what the integer and float modes differ in beside the hashes).
+    ``cluster_cap``: clusters split at that many members (:class:`HashClusterer`'s ``cap``;
+    a research option, not in the RTL).
 
     ``record_rows``: a list that receives, per (layer, step, KV head) with candidates, the
     WTU's input: candidate cluster ids, scores ``[rows, C]``, weights and counts."""
@@ -313,7 +321,7 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     S = trace.n_steps
     bounds = trace.step_bounds()
     n_sink = sink_count(trace, cfg)
-    layers = [ResvLayer(cfg, trace, qt, l, n_sink, clustering) for l in range(L)]
+    layers = [ResvLayer(cfg, trace, qt, l, n_sink, clustering, cluster_cap) for l in range(L)]
     for l, lay in enumerate(layers):
         lay.record = record_rows
         if partition is not None:
