@@ -20,11 +20,12 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
 
 - predict: after a reset, the KVMU's HC table initialisation (an entry a cycle: layers ·
   groups · ``kvmu_clusters``, on the first descriptor); the candidate lists (a constant per
-  candidate: the HC table's visits), the representative keys (a candidate's sums read and
-  divided at the slowest of the KVMU's issue of one candidate in 5 cycles, its ``4d/bus``
-  sum beats through the pipelined dividers, its ``d/min(n, bus)`` words into B, and the
-  memory's round trip shared by ``max_reads`` bursts in flight: ``C · max(5, 4d/bus,
-  d/min(n, bus), (L + 4d/bus)/max_reads)``), scoring (the engine's SCORE command),
+  candidate: the HC table's visits), scoring (the engine's SCORE command, whose B buffer
+  loads the representative keys as the KVMU streams them: a candidate every ``max(kc,
+  interval)`` cycles instead of ``kc``, the interval the slowest of the KVMU's issue of one
+  candidate in 5 cycles, its ``4d/bus`` sum beats through the pipelined dividers, its
+  ``d/min(n, bus)`` words into B, and the memory's round trip shared by ``max_reads``
+  bursts in flight: ``max(5, 4d/bus, d/min(n, bus), (L + 4d/bus)/max_reads)``),
   selection (the WTU: a constant a row and a pass over ``ceil(C/lanes)`` beats), a round
   trip per list;
 - attend (the light attention): the fetch (a command per selected cluster), K and V into B
@@ -99,8 +100,7 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     pr["head"] = float(g["H"])
     hbeats = _cdiv(4 * d, bus)
     key_interval = max(5, hbeats, d / wide, (lat + hbeats) / g["reads"])
-    for p in ("cand", "cand_keys", "score", "select", "select_rows", "scored_head",
-              "list_trips"):
+    for p in ("cand", "score", "select", "select_rows", "scored_head", "list_trips"):
         pr[p] = 0.0
     for p in ("head", "qk", "pv", "kv_load", "q_load", "exp", "fetch", "trips"):
         at[p] = 0.0
@@ -109,8 +109,8 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
         pr["cand"] += C
         if C:
             pr["scored_head"] += 1
-            pr["cand_keys"] += C * key_interval
-            pr["score"] += score_cycles(n, rows, d, C)
+            # the engine loads B (kc beats a candidate) from the key stream at its pace
+            pr["score"] += score_cycles(n, rows, d, C) + C * (max(kc, key_interval) - kc)
             pr["select"] += rows * _cdiv(C, g["lanes"])
             pr["select_rows"] += rows
             pr["list_trips"] += lat

@@ -55,10 +55,16 @@ def test_features_grow_with_their_sizes():
     small = cycles.features(_row(8, 40, cand=10, sel=2), g, 0, False)
     big = cycles.features(_row(8, 400, cand=100, sel=20), g, 0, False)
     for ph, term in (("attend", "qk"), ("attend", "pv"), ("attend", "kv_load"),
-                     ("attend", "fetch"), ("predict", "cand"), ("predict", "score"),
-                     ("predict", "cand_keys")):
+                     ("attend", "fetch"), ("predict", "cand"), ("predict", "score")):
         assert big[ph][term] > small[ph][term], (ph, term)
     slow = cycles.features(_row(8, 40, cand=10, sel=2), g, 50, True)
+    # the key stream: 16 sum beats a candidate at the default build bound B's load (kc = 8
+    # beats a candidate); at 200 cycles of latency the 8 reads in flight bound it
+    rows = 3 * 8
+    base = cycles.score_cycles(g["n"], rows, g["d"], 10)
+    assert small["predict"]["score"] == 3 * (base + 10 * (16 - 8))
+    far = cycles.features(_row(8, 40, cand=10, sel=2), g, 200, False)
+    assert far["predict"]["score"] == 3 * (base + 10 * ((200 + 16) / 8 - 8))
     assert slow["predict"]["list_trips"] == 3 * 50 and slow["store"]["token_trips"] > 0
     assert small["hash"]["centre_sums"] == 0 and slow["hash"]["centre_sums"] > 0
     # no candidates: nothing scored, nothing selected
