@@ -87,7 +87,10 @@ def _mean_probability(rows, K, lo, hi, G, scale):
     return p.mean(axis=0)
 
 
-def _token_topk(trace, n_sink, fracs, score_fn) -> dict:
+def _token_topk(trace, n_sink, fracs, score_fn, within=None) -> dict:
+    """Per (layer, step, KV head) the ``budget(f, n)`` past tokens ``score_fn`` ranks highest,
+    for each ``f`` in ``fracs``: among all n past non-sink tokens, or, with ``within`` (a mask
+    ``[L, S, Hkv, T]``), among the n tokens it selects."""
     fracs = list(fracs)
     out = {f: np.zeros(_shape(trace), bool) for f in fracs}
     b = trace.step_bounds()
@@ -97,22 +100,32 @@ def _token_topk(trace, n_sink, fracs, score_fn) -> dict:
             if lo <= n_sink:
                 continue
             for h in range(trace.n_kv_heads):
-                score = score_fn(l, h, lo, hi)[n_sink:lo]
+                idx = (np.arange(n_sink, lo) if within is None else
+                       n_sink + np.flatnonzero(within[l, s, h, n_sink:lo]))
+                if not len(idx):
+                    continue
+                score = score_fn(l, h, lo, hi)[idx]
                 order = np.argsort(-score, kind="stable")      # ties: lower token index
                 for f in fracs:
-                    out[f][l, s, h, n_sink + order[:budget(f, lo - n_sink)]] = True
+                    out[f][l, s, h, idx[order[:budget(f, len(idx))]]] = True
     return out
 
 
-def oracle_topk(trace: Trace, n_sink: int, fracs) -> dict:
-    """Masks for every budget in ``fracs`` from one pass over the exact scores."""
+def oracle_score(trace: Trace):
+    """The oracle's ranking at (layer, KV head, step tokens lo..hi): each past token's exact
+    softmax probability, averaged over the step's query rows of the head's group: [hi]."""
     G = trace.n_q_heads // trace.n_kv_heads
     scale = 1.0 / math.sqrt(trace.head_dim)
 
     def score(l, h, lo, hi):
         return _mean_probability(_rows(trace, l, h, lo, hi),
                                  trace.k[l, h, :hi].astype(np.float64), lo, hi, G, scale)
-    return _token_topk(trace, n_sink, fracs, score)
+    return score
+
+
+def oracle_topk(trace: Trace, n_sink: int, fracs) -> dict:
+    """Masks for every budget in ``fracs`` from one pass over the exact scores."""
+    return _token_topk(trace, n_sink, fracs, oracle_score(trace))
 
 
 def infinigen_dims(trace: Trace, n_sink: int, l: int, h: int, r_frac: float) -> np.ndarray:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -48,26 +47,9 @@ STAGE1 = (0.3, 0.5, 0.7, 0.9)   # Th_r of the two-stage variants' cluster select
 def two_stage(trace: Trace, n_sink: int, mask: np.ndarray, keep: float) -> np.ndarray:
     """Within ``mask [L, S, Hkv, T]`` (a cluster selection), per (layer, step, KV head) the
     ``keep`` share of its tokens (``baselines.budget``) with the highest mean softmax
-    probability over the step's rows; ties to the lower token index."""
-    G = trace.n_q_heads // trace.n_kv_heads
-    scale = 1.0 / math.sqrt(trace.head_dim)
-    out = np.zeros_like(mask)
-    b = trace.step_bounds()
-    for l in range(trace.n_layers):
-        for s in range(1, trace.n_steps):
-            lo, hi = int(b[s]), int(b[s + 1])
-            if lo <= n_sink:
-                continue
-            for h in range(trace.n_kv_heads):
-                idx = np.flatnonzero(mask[l, s, h, :lo])
-                if not len(idx):
-                    continue
-                p = baselines._mean_probability(baselines._rows(trace, l, h, lo, hi),
-                                                trace.k[l, h, :hi].astype(np.float64), lo, hi,
-                                                G, scale)[idx]
-                order = np.argsort(-p, kind="stable")
-                out[l, s, h, idx[order[:baselines.budget(keep, len(idx))]]] = True
-    return out
+    probability over the step's rows (the oracle's ranking); ties to the lower token index."""
+    return baselines._token_topk(trace, n_sink, [keep], baselines.oracle_score(trace),
+                                 within=mask)[keep]
 
 
 def _curve(stats, keys, stage, head_dim):
