@@ -241,6 +241,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         pareto[m] = pts
     summary["pareto"] = pareto
     summary["matched"] = matched_ratio(pareto)
+    summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
     # selections: the scale against which int/float agreement is read
     seeds = {}
@@ -302,6 +303,29 @@ def matched_ratio(pareto: dict) -> dict:
             for b in BASELINES + tuple(extra):
                 row[b] = matched_points([p[st] for p in pareto[extra.get(b, b)]], r0,
                                         MATCH_FIELDS)
+            out[st][preset] = row
+    return out
+
+
+def matched_without_layer0(pareto: dict) -> dict:
+    """:func:`matched_ratio` on the figures without layer 0 (whose attention is nearly
+    uniform): each preset at its default Th_r against each baseline's curve, both over layers
+    1 and up: ``{stage: {preset: {"resv": point, baseline: point or None}}}`` with the ratio,
+    relative L2 error and mass recall."""
+    fields = ("output_rel_l2", "mass_recall")
+    out = {}
+    for st in ("frame", "text"):
+        out[st] = {}
+        for preset in ("resv", "resv_tuned"):
+            mine = next((p[st].get("without_layer0") for p in pareto.get(preset, [])
+                         if p["th_r"] == DEFAULT_KNOBS[preset]), None)
+            if not mine or mine["retrieval_ratio"] is None:
+                continue
+            r0 = mine["retrieval_ratio"]
+            row = {"resv": mine}
+            for b in BASELINES:
+                row[b] = matched_points([p[st]["without_layer0"] for p in pareto[b]
+                                         if p[st].get("without_layer0")], r0, fields)
             out[st][preset] = row
     return out
 

@@ -67,6 +67,15 @@ def _check_summary(sm, n_layers, n_kv):
             r0 = row["resv"]["retrieval_ratio"]
             for b, p in row.items():
                 assert p is None or p["retrieval_ratio"] == r0
+    # and without layer 0: ReSV's own point is its pareto point's without_layer0 figures
+    if n_layers > 1:
+        for st, by in sm["matched_without_layer0"].items():
+            for preset, row in by.items():
+                own = next(p[st]["without_layer0"] for p in sm["pareto"][preset]
+                           if p["th_r"] == 0.3)
+                assert row["resv"] == own
+                for b, p in row.items():
+                    assert p is None or p["retrieval_ratio"] == own["retrieval_ratio"]
 
 
 def test_job_on_synthetic(tmp_path):
@@ -90,6 +99,12 @@ def test_job_on_bundled_trace(bundled, tmp_path):
         assert sm[m]["mass_recall"]["frame"] > 0.9
     # the near tier holds half of the stream: fetching everything must reach the far tier
     assert sm["near_blocks"] > 0 and sm["full"]["fetch"]["bytes_far"] > 0
+    # without layer 0 (these short sweeps): ReSV without clusters reaches ReSV's ratio in the
+    # frame stage, the oracle in the text stage, and both lose less than ReSV there
+    for st, ref in (("frame", "resv_noclust"), ("text", "oracle_topk")):
+        for preset, row in sm["matched_without_layer0"][st].items():
+            assert row[ref] is not None, (st, preset)
+            assert row[ref]["output_rel_l2"] < row["resv"]["output_rel_l2"], (st, preset)
 
 
 def test_cli_rejects_a_bad_trace(tmp_path):
