@@ -199,20 +199,18 @@ class HashClusterUnit(wiring.Component):
         p = self.i.payload
         x.last_step = last_step = Array(Signal(self._step_bits, name=f"last_step_{l}")
                                         for l in range(Lh))
-        bad_layer, bad_step = Signal(), Signal()
-        if (1 << len(p.layer)) > Lh:          # (else every layer field value is a context)
-            m.d.comb += bad_layer.eq(p.layer >= Lh)
+        bad_layer, bad_step = self._beyond(m, p.layer), Signal()
         m.d.comb += bad_step.eq(~bad_layer & (p.step < last_step[p.layer]))
-        x.ctx_refused = Signal()            # a context command names a layer beyond them
-        with m.If(x.ctx_refused):
+        # a refusal (a token here, a context command in X_DECODE): counted, the first's code
+        # kept
+        x.refuse, x.refuse_code = Signal(), Signal(2)
+        with m.If(x.refuse):
             m.d.sync += [self.error.eq(1), self.perf.refused.eq(self.perf.refused + 1)]
             with m.If(~self.error):
-                m.d.sync += self.error_code.eq(3)
-        with m.Elif(self.i.valid & self.i.ready):
+                m.d.sync += self.error_code.eq(x.refuse_code)
+        with m.If(self.i.valid & self.i.ready):
             with m.If(bad_layer | bad_step):
-                m.d.sync += [self.error.eq(1), self.perf.refused.eq(self.perf.refused + 1)]
-                with m.If(~self.error):
-                    m.d.sync += self.error_code.eq(Mux(bad_layer, 1, 2))
+                m.d.comb += [x.refuse.eq(1), x.refuse_code.eq(Mux(bad_layer, 1, 2))]
             with m.Else():
                 m.d.sync += [nxt.eq(p), nxt_valid.eq(1), last_step[p.layer].eq(p.step)]
 
@@ -370,6 +368,13 @@ class HashClusterUnit(wiring.Component):
         for j in range(N):
             m.d.comb += x.wr.data[j].eq(new_entry)
 
+    def _beyond(self, m, layer):
+        """A signal: ``layer`` names no context (never, when every value of the field does)."""
+        out = Signal()
+        if (1 << len(layer)) > self._layers:
+            m.d.comb += out.eq(layer >= self._layers)
+        return out
+
     def _context_states(self, m, x):
         """``SAVE`` streams a layer's context image out on ``o_ctx``, ``LOAD`` writes one
         taken from ``i_ctxd``, ``FLUSH`` empties the layer (no clusters, step 0). A layer
@@ -377,9 +382,7 @@ class HashClusterUnit(wiring.Component):
         zero header), a ``LOAD`` consumes its image and changes nothing."""
         N, W, Lh = self._lanes, self._window, self._layers
         cmd = x.c_cmd
-        bad = Signal()
-        if (1 << len(cmd.layer)) > Lh:
-            m.d.comb += bad.eq(cmd.layer >= Lh)
+        bad = self._beyond(m, cmd.layer)
         lay = cmd.layer[:x.layer_log] if x.layer_log else Const(0, 1)
         hdr_o = data.View(self.header_layout, self.o_ctx.payload[:self.header_layout.size])
         hdr_i = data.View(self.header_layout, self.i_ctxd.payload[:self.header_layout.size])
@@ -391,7 +394,7 @@ class HashClusterUnit(wiring.Component):
         m.d.comb += row.eq(ci[x.lane_log:] if x.rlog else 0)
         addr = Cat(row[:x.rlog], lay) if x.rlog else lay
         with m.State("X_DECODE"):
-            m.d.comb += x.ctx_refused.eq(bad)
+            m.d.comb += [x.refuse.eq(bad), x.refuse_code.eq(3)]
             m.d.sync += [cnt.eq(Mux(bad, 0, Mux(n >= W, W, n))), ci.eq(0)]
             with m.Switch(cmd.op):
                 with m.Case(self.SAVE):

@@ -906,14 +906,9 @@ class KvMemoryManager(wiring.Component):
         # stage layout: candidate fields, the beat's place in its output word, and per lane
         # the sign, saturation, remainder and quotient so far
         stages = 9
-        meta = [SimpleNamespace(valid=Signal(name=f"kd{s}_valid"),
-                                cnt=Signal(cb, name=f"kd{s}_cnt"),
-                                ci=Signal(len(c.ci), name=f"kd{s}_ci"),
-                                past=Signal(cb, name=f"kd{s}_past"),
-                                pos=Signal(2, name=f"kd{s}_pos"),
-                                first=Signal(name=f"kd{s}_first"),
-                                last=Signal(name=f"kd{s}_last"))
-                for s in range(stages + 1)]
+        stage_t = data.StructLayout({"valid": 1, "cnt": cb, "ci": len(c.ci), "past": cb,
+                                     "pos": 2, "first": 1, "last": 1})
+        meta = [Signal(stage_t, name=f"kd{s}") for s in range(stages + 1)]
         neg = [[Signal(name=f"kd{s}_neg{i}") for i in range(lanes)] for s in range(stages + 1)]
         sat = [[Signal(name=f"kd{s}_sat{i}") for i in range(lanes)] for s in range(stages + 1)]
         # stage 0 holds |sum|; stage s >= 1 the remainder after s - 1 quotient bits, below
@@ -922,7 +917,6 @@ class KvMemoryManager(wiring.Component):
                 for i in range(lanes)] for s in range(stages + 1)]
         q = [[Signal(max(1, s - 1), name=f"kd{s}_q{i}") for i in range(lanes)]
              for s in range(stages + 1)]
-        fields = ("valid", "cnt", "ci", "past", "pos", "first", "last")
         with m.If(adv):
             # stage 0: the R beat, when the list is keyed and a candidate is waiting
             with m.If(c.rx):
@@ -962,7 +956,7 @@ class KvMemoryManager(wiring.Component):
                                  num[s + 1][i].eq(Mux(ge, num[s][i] - den, num[s][i])),
                                  q[s + 1][i].eq(bits)]
             for s in range(stages):
-                m.d.sync += [getattr(meta[s + 1], f).eq(getattr(meta[s], f)) for f in fields]
+                m.d.sync += meta[s + 1].eq(meta[s])
             # the output word: quotients clipped to int8, word by word
             last = meta[stages]
             cw = Signal(8 * self._bus_bytes)

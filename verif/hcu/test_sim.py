@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from rtl import HashClusterUnit
-from verif.lib.amaranth_sim import run_streams
+from verif.lib.amaranth_sim import run_streams, stream_through
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
 from vrex.config import Config
@@ -240,24 +240,6 @@ def run_swapped(cfg, contexts, tokens, *, seed=0, pause=0.3, bad=()):
             await ctx.tick().until(dut.i_ctxd.ready)
         ctx.set(dut.i_ctxd.valid, 0)
 
-    async def tokens_through(ctx, run):
-        beats, k = [], 0
-        while len(beats) < len(run):
-            if k < len(run) and not paused():
-                ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, run[k].beat()))
-                ctx.set(dut.i.valid, 1)
-            else:
-                ctx.set(dut.i.valid, 0)
-            ctx.set(dut.o.ready, not paused())
-            took = ctx.get(dut.i.valid) and ctx.get(dut.i.ready)
-            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
-                beats.append(unpack(dut.out_layout, ctx.get(dut.o.payload.as_value())))
-            await ctx.tick()
-            k += bool(took)
-        ctx.set(dut.i.valid, 0)
-        ctx.set(dut.o.ready, 0)
-        return beats
-
     async def bench(ctx):
         for sig, v in regs:
             ctx.set(sig, v)
@@ -270,7 +252,8 @@ def run_swapped(cfg, contexts, tokens, *, seed=0, pause=0.3, bad=()):
         images, opened, last, layer_of = {}, {}, {}, {}
         for kind, slot, arg in swap_plan(tokens, contexts):
             if kind == "tokens":
-                beats = await tokens_through(ctx, arg)
+                beats = await stream_through(ctx, dut.i, dut.o, [t.beat() for t in arg],
+                                             len(arg), src_paused=paused, snk_paused=paused)
                 layer = layer_of[slot]
                 got.extend(dict(b, layer=layer) for b in beats)
                 opened[layer] = opened.get(layer, 0) + sum(b["opened"] for b in beats)
@@ -332,7 +315,6 @@ def test_registers_taken_per_run():
     joins (distance 0)."""
     from amaranth.sim import Simulator
 
-    from verif.lib.payload import pack, unpack
     cfg = point(n_hp=8, hcu_lanes=2, window=4, th_hd=4, max_age=None)
     dut = HashClusterUnit.from_config(cfg)
     a = [Token(0x00, step=0, first=1), Token(0x07, step=0, last=1)]       # distance 3
@@ -345,30 +327,20 @@ def test_registers_taken_per_run():
                                            (0, 1, 1, none, 1), (1, 2, 1, 6, 1),
                                            (2, 2, 0, 0, 2)], a + b)]
     assert expected(a, cfg) == want[:2] and expected(a, after)[1]["opened"] == 1
-    got = []
+    got, sent = [], [0]
+
+    def taken(ctx, k):                       # o held low until both of A's tokens are in
+        sent[0] = k
+        if k == len(a):
+            for name, v in after.block_registers("hcu").items():
+                ctx.set(getattr(dut, name), v)
 
     async def bench(ctx):
         for k, v in cfg.block_registers("hcu").items():
             ctx.set(getattr(dut, k), v)
-        for t in a:                          # o held low: both tokens wait in the unit
-            ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, t.beat()))
-            ctx.set(dut.i.valid, 1)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-        for k, v in after.block_registers("hcu").items():
-            ctx.set(getattr(dut, k), v)
-        ctx.set(dut.o.ready, 1)
-        pending = list(b)
-        while len(got) < len(want):
-            ctx.set(dut.i.valid, bool(pending))
-            if pending:
-                ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, pending[0].beat()))
-            took = pending and ctx.get(dut.i.ready)
-            if ctx.get(dut.o.valid):
-                got.append(unpack(dut.out_layout, ctx.get(dut.o.payload.as_value())))
-            await ctx.tick()
-            if took:
-                pending.pop(0)
+        got.extend(await stream_through(ctx, dut.i, dut.o, [t.beat() for t in a + b],
+                                        len(want), snk_paused=lambda: sent[0] < len(a),
+                                        on_taken=taken))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

@@ -9,7 +9,7 @@ from .counters import read_sim
 from .pauses import crossing
 from .payload import pack, unpack
 
-__all__ = ["run_ports", "run_streams"]
+__all__ = ["run_ports", "run_streams", "stream_through"]
 
 
 def run_ports(dut, sources: dict, sinks: dict, *, regs=(), cross: str = "none", seed: int = 0,
@@ -109,3 +109,33 @@ def run_streams(dut, beats, n_out: int, *, last: str | None = None, **kw):
     got, when, perf = run_ports(dut, {"i": beats}, {"o": n_out},
                                 last=None if last is None else {"o": last}, **kw)
     return got["o"], when["o"], perf
+
+
+async def stream_through(ctx, src, snk, beats, n_out: int, *, src_paused=None,
+                         snk_paused=None, on_taken=None) -> list:
+    """A testbench step for tests that act between transfers: drive ``beats`` (dicts or ints,
+    packed in ``src``'s layout) into stream ``src`` and take ``n_out`` beats from ``snk``, in
+    one loop, each side idle in a cycle where its ``*_paused()`` says so; ``on_taken(ctx,
+    k)`` runs once the k-th input beat has been taken (to change a register between two
+    beats, say). Returns the output beats unpacked."""
+    src_paused = src_paused or (lambda: False)
+    snk_paused = snk_paused or (lambda: False)
+    lay_i, lay_o = src.payload.shape(), snk.payload.shape()
+    got, k = [], 0
+    while len(got) < n_out or k < len(beats):
+        send = k < len(beats) and not src_paused()
+        ctx.set(src.valid, send)
+        if send:
+            ctx.set(src.payload.as_value(), pack(lay_i, beats[k]))
+        ctx.set(snk.ready, not snk_paused())
+        took = send and ctx.get(src.ready)
+        if ctx.get(snk.valid) and ctx.get(snk.ready):
+            got.append(unpack(lay_o, ctx.get(snk.payload.as_value())))
+        await ctx.tick()
+        if took:
+            k += 1
+            if on_taken is not None:
+                on_taken(ctx, k)
+    ctx.set(src.valid, 0)
+    ctx.set(snk.ready, 0)
+    return got

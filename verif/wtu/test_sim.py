@@ -4,7 +4,7 @@ import pytest
 
 from golden.wtu import Row
 from rtl import WicsumThresholdUnit
-from verif.lib.amaranth_sim import run_streams
+from verif.lib.amaranth_sim import run_streams, stream_through
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare, compare_counters
 from vrex.config import Config
@@ -147,7 +147,6 @@ def test_th_r_taken_per_row():
     own Th_r."""
     from amaranth.sim import Simulator
 
-    from verif.lib.payload import pack, unpack
     from .model import row_beats
     lo = point(wtu_lanes=4, buckets=8, wtu_row_entries=64)
     hi = lo.replace(th_r=0.9)
@@ -160,24 +159,16 @@ def test_th_r_taken_per_row():
     beats = [row_beats(r, dut.lanes, True) for h in heads for r in h]
     got = []
 
+    def taken(ctx, k):                       # head 0's row has begun
+        if k == 1:
+            for name, v in hi.block_registers("wtu").items():
+                ctx.set(getattr(dut, name), v)
+
     async def bench(ctx):
         for k, v in lo.block_registers("wtu").items():
             ctx.set(getattr(dut, k), v)
-        ctx.set(dut.o.ready, 1)
-        pending = [b for row in beats for b in row]
-        sent = 0
-        while len(got) < len(want):
-            if sent == 1:                    # head 0's row has begun
-                for k, v in hi.block_registers("wtu").items():
-                    ctx.set(getattr(dut, k), v)
-            ctx.set(dut.i.valid, sent < len(pending))
-            if sent < len(pending):
-                ctx.set(dut.i.payload.as_value(), pack(dut.in_layout, pending[sent]))
-            took = sent < len(pending) and ctx.get(dut.i.ready)
-            if ctx.get(dut.o.valid):
-                got.append(unpack(dut.out_layout, ctx.get(dut.o.payload.as_value())))
-            await ctx.tick()
-            sent += bool(took)
+        got.extend(await stream_through(ctx, dut.i, dut.o, [b for row in beats for b in row],
+                                        len(want), on_taken=taken))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
