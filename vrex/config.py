@@ -85,8 +85,9 @@ class Config:
         ``block_tokens`` tokens per block per KV head; ``near_blocks`` near-tier capacity in
         blocks (all layers and heads together).
     HCU
-        ``hcu_lanes`` XOR-popcount lanes; ``hcu_contexts`` layer windows held on chip
-        (``None`` = one per layer).
+        ``hcu_lanes`` XOR-popcount lanes; ``hcu_contexts`` cluster windows held on chip
+        (``None`` = one per layer and hash group; fewer: the core saves and restores them
+        through memory at ``CTX_BASE``).
     WTU
         ``wtu_lanes`` lanes; ``wtu_row_entries`` on-chip score-memory depth in entries.
     Attention engine
@@ -214,10 +215,11 @@ class Config:
              "th_r_frac_bits", "an integer from 4 to 24")
         need(isinstance(self.count_bits, int) and 1 <= self.count_bits <= 32, "count_bits",
              "an integer from 1 to 32")
+        windows = self.n_layers * self.hash_groups
         need(self.hcu_contexts is None or (isinstance(self.hcu_contexts, int)
-                                           and 0 < self.hcu_contexts <= self.n_layers),
-             "hcu_contexts", f"None (one per layer) or an integer from 1 to n_layers "
-             f"({self.n_layers})")
+                                           and 0 < self.hcu_contexts <= windows),
+             "hcu_contexts", f"None (one per layer and hash group) or an integer from 1 to "
+             f"n_layers · hash_groups ({windows})")
         need(isinstance(self.out_frac_bits, int) and 0 <= self.out_frac_bits <= 16,
              "out_frac_bits", "an integer from 0 to 16")
         # what the blocks refuse, refused here with the blocks' own rules and messages
@@ -256,8 +258,14 @@ class Config:
 
     @property
     def contexts(self) -> int:
-        """Layer windows the HCU holds on chip."""
-        return self.n_layers if self.hcu_contexts is None else self.hcu_contexts
+        """Cluster windows (one per layer and hash group) the HCU holds on chip; the core
+        moves the others through memory (``ctx_image_bytes`` each)."""
+        return self.windows if self.hcu_contexts is None else self.hcu_contexts
+
+    @property
+    def windows(self) -> int:
+        """Cluster windows of the model: one per layer and hash group."""
+        return self.n_layers * self.hash_groups
 
     @property
     def weight_one(self) -> int:
@@ -305,6 +313,33 @@ class Config:
         (``kvmu_blocks`` logical blocks)."""
         far = self.kvmu_blocks * self.heads_per_group * self.kv_block_bytes
         return self.far_base + -(-far // 4096) * 4096
+
+    @property
+    def hc_bytes(self) -> int:
+        """The HC table's bytes: ``head_dim`` int32 sums per cluster and head."""
+        return (self.n_layers * self.hash_groups * self.kvmu_clusters * self.heads_per_group
+                * self.head_dim * 4)
+
+    @property
+    def ctx_base(self) -> int:
+        """The saved cluster windows' default base: the first 4 KB boundary past the HC
+        table."""
+        return self.hc_base + -(-self.hc_bytes // 4096) * 4096
+
+    @property
+    def ctx_word_bytes(self) -> int:
+        """Bytes a word of a saved cluster window takes in memory: the HCU's context word
+        (an entry, or the header) in the least power of two of bytes that holds it."""
+        bits = max(self.n_hp + self.step_bits + self.count_bits,
+                   self.cluster_id_bits + self.step_bits)
+        return 1 << (-(-bits // 8) - 1).bit_length()
+
+    @property
+    def ctx_image_bytes(self) -> int:
+        """Bytes of one saved cluster window (the header and ``window`` entries, whole bus
+        words): the stride of the area at ``CTX_BASE``."""
+        step = max(self.ctx_word_bytes, self.kvmu_bus_bytes)
+        return -(-(1 + self.window) * self.ctx_word_bytes // step) * step
 
     @property
     def hcu_window_bytes(self) -> int:

@@ -112,6 +112,11 @@ REGISTERS = (
     Register("HC_BASE_LO", 0x080, "RW", "the HC table's sums (per cluster and head, int32), "
                                         "base bits 31:0; 4 KB aligned"),
     Register("HC_BASE_HI", 0x084, "RW", "that table's base, bits 63:32"),
+    Register("CTX_BASE_LO", 0x088, "RW", "the HCU's saved cluster windows (one image per "
+                                         "layer and hash group, build's ctx_image_bytes "
+                                         "each), base bits 31:0; bus aligned; used when "
+                                         "the build holds fewer windows than the model"),
+    Register("CTX_BASE_HI", 0x08C, "RW", "that area's base, bits 63:32"),
 )
 
 # error codes (ERROR_CODE.code)

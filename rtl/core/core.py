@@ -18,14 +18,14 @@ from ..dre.wtu import WicsumThresholdUnit
 from ..kvmu.axi import axi4_master_members
 from ..kvmu.kvmu import KvMemoryManager
 from ..lib import counter_layout
-from .dma import AxiJoin, DmaReader, OutputWriter, Repack
+from .dma import AxiJoin, DmaReader, ImageWriter, OutputWriter, Repack
 from .regs import CoreRegisters
 
 __all__ = ["VrexCore"]
 
 # DMA destinations: the engine's A and B, the KVMU's store data, the centring sums, the
-# centring dot products
-_A, _B, _KV, _SUM, _DOT = 0, 1, 2, 3, 4
+# centring dot products, a saved cluster window on its way into the HCU
+_A, _B, _KV, _SUM, _DOT, _CTX = 0, 1, 2, 3, 4, 5
 # where the engine's B operand comes from
 _SRC_DMA, _SRC_CAND, _SRC_KV = 0, 1, 2
 
@@ -44,10 +44,6 @@ def core_rules(cfg):
     if max(2 * n, bus) % min(2 * n, bus):
         raise ParameterError(f"an output beat (2·attn_n = {2 * n} bytes) and the bus "
                              f"({bus} bytes): one must divide the other")
-    if cfg.contexts < cfg.n_layers * cfg.hash_groups:
-        raise ParameterError(f"hcu_contexts ({cfg.contexts}) must cover n_layers · "
-                             f"hash_groups ({cfg.n_layers * cfg.hash_groups}): the core does "
-                             f"not save and restore HCU contexts yet")
     if not (isinstance(cfg.core_max_tokens, int) and 1 <= cfg.core_max_tokens and
             cfg.core_max_tokens * cfg.group_size < 1 << 16):
         raise ParameterError(f"core_max_tokens must be a positive integer with "
@@ -79,6 +75,13 @@ class VrexCore(wiring.Component):
     DMA without error. The selection reads the HC table as it stood before the step (the
     golden model's order, ``golden.resv``).
 
+    Cluster windows: the HCU holds ``contexts`` of the model's ``n_layers · hash_groups``
+    windows; with fewer, window ``w = layer · G + group`` lives in context ``w mod
+    contexts``, and before a group is hashed a context holding another window is swapped:
+    its window saved (``SAVE``, the image written to ``CTX_BASE + window ·
+    ctx_image_bytes``), then ``w`` loaded from its image (``LOAD``), or emptied (``FLUSH``)
+    if it was never saved. The centring sums stay on chip for every window.
+
     Errors (``ERROR_CODE``, the first kept): the blocks' refusals and bus errors mapped to
     the map's codes; the descriptor still runs to its end (nothing hangs), and once a read
     failed no token of it is stored. A soft reset stops issuing bus addresses, lets every
@@ -87,7 +90,7 @@ class VrexCore(wiring.Component):
     """
 
     PERF = ("descriptors", "busy", "predict", "attend", "hash", "store", "dma_bursts",
-            "dma_beats", "out_bursts", "errors")
+            "dma_beats", "out_bursts", "errors", "swap")
 
     def __init__(self, cfg):
         core_rules(cfg)
@@ -124,7 +127,15 @@ class VrexCore(wiring.Component):
                + cfg.core_max_tokens * cfg.cluster_id_bits
                + cfg.attn_b_rows * (cfg.count_bits + cfg.cluster_id_bits)
                + cfg.n_layers * cfg.hash_groups * (cfg.hash_dim * 32 + 32))
+        if self.swaps:
+            own += (cfg.contexts * (ceil_log2(cfg.windows) + 1) + cfg.windows
+                    + 8 * (cfg.ctx_word_bytes + cfg.kvmu_bus_bytes))
         return blocks + own
+
+    @property
+    def swaps(self) -> bool:
+        """The build moves cluster windows through memory (fewer contexts than windows)."""
+        return self._cfg.contexts < self._cfg.windows
 
     def elaborate(self, platform):
         m = Module()
@@ -149,6 +160,15 @@ class VrexCore(wiring.Component):
         x.rep_a = Repack(cfg.kvmu_bus_bytes, cfg.attn_n)
         x.rep_b = Repack(cfg.kvmu_bus_bytes, cfg.attn_n)
         m.submodules.rep_a, m.submodules.rep_b = rst(x.rep_a), rst(x.rep_b)
+        x.img = None
+        if self.swaps:
+            # a cluster window's image: context words of ctx_word_bytes, to and from the bus
+            x.img = ImageWriter(bus_bytes=cfg.kvmu_bus_bytes, addr_bits=cfg.kvmu_addr_bits)
+            x.rep_save = Repack(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes)
+            x.rep_load = Repack(cfg.kvmu_bus_bytes, cfg.ctx_word_bytes)
+            m.submodules.img = rst(x.img)
+            m.submodules.rep_save, m.submodules.rep_load = rst(x.rep_save), rst(x.rep_load)
+            wiring.connect(m, x.rep_save.o, x.img.i)
         self._host(m, x)
         self._bus(m, x)
         self._datapath(m, x)
@@ -171,11 +191,13 @@ class VrexCore(wiring.Component):
         ab = cfg.kvmu_addr_bits
         k = self.kvmu
         near_slots, far_slots = Signal(32), Signal(32)
+        x.ctx_base = Signal(ab)
         m.d.sync += [near_slots.eq(regs.near_blocks // hpg), far_slots.eq(regs.far_blocks // hpg)]
         m.d.comb += [
             k.near_base.eq(Cat(regs.near_base_lo, regs.near_base_hi)[:ab]),
             k.far_base.eq(Cat(regs.far_base_lo, regs.far_base_hi)[:ab]),
             k.hc_base.eq(Cat(regs.hc_base_lo, regs.hc_base_hi)[:ab]),
+            x.ctx_base.eq(Cat(regs.ctx_base_lo, regs.ctx_base_hi)[:ab]),
             k.near_slots.eq(Mux(near_slots >> len(k.near_slots) != 0,
                                 (1 << len(k.near_slots)) - 1, near_slots)),
             k.far_slots.eq(Mux(far_slots >> len(k.far_slots) != 0,
@@ -204,6 +226,7 @@ class VrexCore(wiring.Component):
 
     def _bus(self, m, x):
         j, k = x.join, self.kvmu
+        x.wsel = Signal()                  # the write half serves the image writer
         for name in axi4_master_members("m_axi", 1, 8).keys():
             f = name[6:]
             mine, a = getattr(self, name), getattr(j, name)
@@ -217,11 +240,20 @@ class VrexCore(wiring.Component):
             else:
                 m.d.comb += ka.eq(jb)
             src = x.dma if f.startswith(("ar", "r")) else x.out
-            sb = getattr(src, name)
-            if src.signature.members[name].flow == Out:
-                m.d.comb += getattr(j, f"b_{f}").eq(sb)
+            sb, jb = getattr(src, name), getattr(j, f"b_{f}")
+            if src is x.out and x.img is not None:
+                # the output rows or a window's image: never both at once (``x.wsel``)
+                ib = getattr(x.img, name)
+                if src.signature.members[name].flow == Out:
+                    m.d.comb += jb.eq(Mux(x.wsel, ib, sb))
+                elif f in ("awready", "wready", "bvalid"):
+                    m.d.comb += [sb.eq(jb & ~x.wsel), ib.eq(jb & x.wsel)]
+                else:
+                    m.d.comb += [sb.eq(jb), ib.eq(jb)]
+            elif src.signature.members[name].flow == Out:
+                m.d.comb += jb.eq(sb)
             else:
-                m.d.comb += sb.eq(getattr(j, f"b_{f}"))
+                m.d.comb += sb.eq(jb)
 
     # --- the data paths between blocks ---------------------------------------------------
     def _datapath(self, m, x):
@@ -236,6 +268,9 @@ class VrexCore(wiring.Component):
         x.drop_kv = Signal()               # a read failed: the store data is dropped
         dest = d.o.payload.dest
         ra, rb = x.rep_a.i, x.rep_b.i
+        if x.img is not None:
+            m.d.comb += [x.rep_load.i.payload.eq(d.o.payload.data),
+                         x.rep_load.i.valid.eq(d.o.valid & (dest == _CTX))]
         m.d.comb += [ra.payload.eq(d.o.payload.data), k.i_data.payload.eq(d.o.payload.data),
                      ra.valid.eq(d.o.valid & (dest == _A)),
                      k.i_data.valid.eq(d.o.valid & (dest == _KV) & ~x.drop_kv)]
@@ -259,6 +294,9 @@ class VrexCore(wiring.Component):
                 m.d.comb += d.o.ready.eq(x.drop_kv | k.i_data.ready)
             with m.Case(_SUM):
                 m.d.comb += d.o.ready.eq(1)
+            if x.img is not None:
+                with m.Case(_CTX):
+                    m.d.comb += d.o.ready.eq(x.rep_load.i.ready)
             with m.Default():
                 m.d.comb += d.o.ready.eq(x.dot_ready)
         # the ends of candidate lists and fetches are the sequencer's
@@ -307,6 +345,7 @@ class VrexCore(wiring.Component):
         pw = Signal(prog_t)
         m.d.comb += pq.w_data.eq(pw)
         self._jobgen(m, x, pq, prog_t)
+        x.pq_rdy, x.pq_level = pq.w_rdy, pq.level
 
         # the counts of the candidate list (n a word) and the selected candidate indices
         cm = memory.Memory(shape=data.ArrayLayout(cfg.count_bits, n), depth=brows // n,
@@ -369,6 +408,7 @@ class VrexCore(wiring.Component):
                 m.d.comb += getattr(k.i_cmd.payload, key).eq(v)
 
         c = self._centring(m, x, dsc, grp, G)
+        win = self._windows(m, x) if x.img is not None else None
         beta = dict(beta_m=dsc["beta_m"], beta_shift=dsc["beta_shift"])
         m.d.comb += x.out.base.eq(ptr.o)
         m.d.comb += [regs.busy.eq(x.phase != 0)]
@@ -559,7 +599,12 @@ class VrexCore(wiring.Component):
             with m.State("G_HASH"):
                 with m.If(nh == 0):
                     m.next = "FINISH"
-                with m.Elif(regs.ctrl[2]):
+                with m.Else():
+                    m.next = "X_CHECK" if win is not None else "G_PREP"
+            if win is not None:
+                self._swap_states(m, x, win, c, push)
+            with m.State("G_PREP"):
+                with m.If(regs.ctrl[2]):
                     m.next = "C_SUM_PROG"
                 with m.Else():
                     m.next = "G_HASH_CMD"
@@ -586,7 +631,7 @@ class VrexCore(wiring.Component):
                     m.next = "G_HASH_CMD"
             with m.State("G_HASH_CMD"):
                 engine_cmd(kind=Kind.HASH, m=nh, k=cfg.hash_dim, l=cfg.n_hp,
-                           layer=dsc["layer"] * G + grp, step=dsc["step"])
+                           layer=c.ctx if win is None else win.slot, step=dsc["step"])
                 with m.If(e.cmd.ready):
                     m.d.sync += i.eq(0)
                     m.next = "G_HASH_HP"
@@ -654,6 +699,124 @@ class VrexCore(wiring.Component):
                     m.d.sync += x.phase.eq(0)
                     m.next = "IDLE"
         self._errors(m, x, dsc)
+
+    def _windows(self, m, x):
+        """The paths of a cluster window's image: a ``SAVE``'s words from the HCU, then
+        zeros to the image's end, to the image writer; a ``LOAD``'s words from the read DMA
+        to the HCU, the header and its ``min(opened, window)`` entries, the rest dropped.
+        ``bad``: a word of the loaded image came with a bus error."""
+        cfg, h = self._cfg, self.hcu
+        W = cfg.window
+        words = cfg.ctx_image_bytes // cfg.ctx_word_bytes
+        win = SimpleNamespace(words=words, beats=cfg.ctx_image_bytes // cfg.kvmu_bus_bytes)
+        win.slot = Signal(range(max(2, cfg.contexts)))
+        for side in ("save", "load"):
+            setattr(win, side, SimpleNamespace(on=Signal(name=f"{side}_on"),
+                                               k=Signal(range(words + 1), name=f"{side}_k"),
+                                               real=Signal(range(W + 2), name=f"{side}_real")))
+        win.bad = Signal()
+
+        def walk(st, word, fire):
+            """A side's walk over the image's words; the header's count says how many
+            come from (or go to) the HCU."""
+            hdr = data.View(h.header_layout, word[:h.header_layout.size])
+            with m.If(fire):
+                m.d.sync += st.k.eq(st.k + 1)
+                with m.If(st.k == 0):
+                    m.d.sync += st.real.eq(1 + Mux(hdr.n_open >= W, W, hdr.n_open))
+                with m.If(st.k == words - 1):
+                    m.d.sync += st.on.eq(0)
+            return (st.k == 0) | (st.k < st.real)
+
+        # a save: the HCU's words, then zeros
+        sv, o, rs = win.save, h.o_ctx, x.rep_save.i
+        real = walk(sv, o.payload, rs.valid & rs.ready)
+        m.d.comb += [rs.payload.eq(Mux(real, o.payload, 0)),
+                     rs.valid.eq(sv.on & Mux(real, o.valid, 1)),
+                     o.ready.eq(sv.on & real & rs.ready)]
+        # a load: the words the HCU does not take are dropped
+        ld, rl, i = win.load, x.rep_load.o, h.i_ctxd
+        real = walk(ld, rl.payload, rl.valid & rl.ready)
+        m.d.comb += [i.payload.eq(rl.payload[:h.ctx_bits]),
+                     i.valid.eq(ld.on & real & rl.valid),
+                     rl.ready.eq(ld.on & Mux(real, i.ready, 1))]
+        d = x.dma.o
+        with m.If(d.valid & d.ready & (d.payload.dest == _CTX) & d.payload.bad):
+            m.d.sync += win.bad.eq(1)
+        return win
+
+    def _swap_states(self, m, x, win, c, push):
+        """The sequencer's states that put window ``c.ctx`` in its context
+        (``c.ctx mod contexts``) before a group is hashed: a hit goes on; otherwise the
+        context's window is saved (if it holds one) and ``c.ctx`` loaded (or emptied, never
+        saved before). A failed save loses that window (its next use starts empty); a
+        load with a bus error empties the context after it. Both raise the bus error."""
+        cfg, h = self._cfg, self.hcu
+        C, n_win = cfg.contexts, cfg.windows
+        img = cfg.ctx_image_bytes
+        tag = Array(Signal(range(max(2, n_win)), name=f"ctx_tag_{i}") for i in range(C))
+        held = Array(Signal(name=f"ctx_held_{i}") for i in range(C))
+        saved = Array(Signal(name=f"win_saved_{i}") for i in range(n_win))
+        slot_of = Array(Const(w % C, len(win.slot)) for w in range(n_win))
+        victim, had = Signal.like(tag[0]), Signal()
+
+        def ctx_cmd(op):
+            m.d.comb += [h.i_ctx.valid.eq(1), h.i_ctx.payload.op.eq(op),
+                         h.i_ctx.payload.layer.eq(win.slot)]
+
+        with m.State("X_CHECK"):
+            slot = slot_of[c.ctx]
+            m.d.sync += [win.slot.eq(slot), victim.eq(tag[slot]), had.eq(held[slot])]
+            with m.If(held[slot] & (tag[slot] == c.ctx)):
+                m.next = "G_PREP"
+            with m.Else():
+                m.d.sync += x.phase.eq(5)
+                m.next = "X_SAVE"
+        with m.State("X_SAVE"):
+            with m.If(~had):
+                m.next = "X_LOAD"
+            with m.Else():
+                ctx_cmd(HashClusterUnit.SAVE)
+                with m.If(h.i_ctx.ready):
+                    m.d.sync += [win.save.on.eq(1), win.save.k.eq(0), x.wsel.eq(1)]
+                    m.d.comb += x.img.clear.eq(1)
+                    m.next = "X_SAVE_JOB"
+        with m.State("X_SAVE_JOB"):
+            m.d.comb += [x.img.job.valid.eq(1),
+                         x.img.job.payload.addr.eq(x.ctx_base + victim * img),
+                         x.img.job.payload.beats.eq(win.beats)]
+            with m.If(x.img.job.ready):
+                m.next = "X_LOAD"
+        with m.State("X_LOAD"):
+            with m.If(saved[c.ctx]):
+                ctx_cmd(HashClusterUnit.LOAD)
+                with m.If(h.i_ctx.ready):
+                    m.d.sync += [win.load.on.eq(1), win.load.k.eq(0), win.bad.eq(0)]
+                    m.next = "X_LOAD_JOB"
+            with m.Else():
+                ctx_cmd(HashClusterUnit.FLUSH)
+                with m.If(h.i_ctx.ready):
+                    m.next = "X_WAIT"
+        with m.State("X_LOAD_JOB"):
+            push(b0=x.ctx_base + c.ctx * img, beats=win.beats, n_out=1, n_in=1, dest=_CTX)
+            with m.If(x.pq_rdy):
+                m.next = "X_WAIT"
+        with m.State("X_WAIT"):
+            with m.If(~win.save.on & ~win.load.on & x.img.idle & x.dma.idle &
+                      ~x.jobgen_busy & (x.pq_level == 0)):
+                m.d.sync += [tag[win.slot].eq(c.ctx), held[win.slot].eq(1), x.wsel.eq(0)]
+                with m.If(had):
+                    m.d.sync += saved[victim].eq(~x.img.error)
+                with m.If(win.bad):
+                    m.next = "X_FLUSH"
+                with m.Else():
+                    m.d.sync += x.phase.eq(3)
+                    m.next = "G_PREP"
+        with m.State("X_FLUSH"):
+            ctx_cmd(HashClusterUnit.FLUSH)
+            with m.If(h.i_ctx.ready):
+                m.d.sync += x.phase.eq(3)
+                m.next = "G_PREP"
 
     def _centring(self, m, x, dsc, grp, G):
         """The centring sums ``S`` (per layer and group, ``hash_dim`` int32 values, on chip)
@@ -774,6 +937,9 @@ class VrexCore(wiring.Component):
         code, addr = Signal(8), Signal(64)
         prev = SimpleNamespace(k=Signal(), e=Signal(), h=Signal(), w=Signal(), dma=Signal(),
                                out=Signal())
+        prev.img = Signal()
+        if x.img is not None:
+            m.d.sync += prev.img.eq(x.img.error)
         m.d.sync += [prev.k.eq(k.error), prev.e.eq(e.error), prev.h.eq(h.error),
                      prev.w.eq(w.error), prev.dma.eq(x.dma.error), prev.out.eq(x.out.error)]
         kv_code = Signal(8)
@@ -794,6 +960,9 @@ class VrexCore(wiring.Component):
             m.d.comb += [code.eq(_E["BUS_READ"][0]), addr.eq(x.dma.error_addr)]
         with m.Elif(x.out.error & ~prev.out):
             m.d.comb += [code.eq(_E["BUS_WRITE"][0]), addr.eq(x.out.error_addr)]
+        if x.img is not None:
+            with m.Elif(x.img.error & ~prev.img):
+                m.d.comb += [code.eq(_E["BUS_WRITE"][0]), addr.eq(x.img.error_addr)]
         with m.Elif(k.error & ~prev.k):
             m.d.comb += [code.eq(kv_code), addr.eq(k.error_addr)]
         with m.Elif(e.error & ~prev.e):
@@ -821,6 +990,7 @@ class VrexCore(wiring.Component):
         bump(p.hash, x.phase == 3)
         bump(p.store, x.phase == 4)
         bump(p.errors, x.error_now)
+        bump(p.swap, x.phase == 5)
         m.d.comb += [p.dma_bursts.eq(x.dma.bursts), p.dma_beats.eq(x.dma.beats),
                      p.out_bursts.eq(x.out.bursts)]
         with m.If(x.reset_blocks):

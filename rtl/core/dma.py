@@ -9,7 +9,7 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from ..kvmu.axi import axi4_master_members, burst_beats
 
-__all__ = ["AxiJoin", "DmaReader", "OutputWriter", "Repack"]
+__all__ = ["AxiJoin", "DmaReader", "ImageWriter", "OutputWriter", "Repack"]
 
 _AR = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot")
 _AW = ("awid", "awaddr", "awlen", "awsize", "awburst", "awlock", "awcache", "awprot")
@@ -24,7 +24,8 @@ class DmaReader(wiring.Component):
     or DECERR still delivers its beats (so every consumer finishes its command) and sets
     the sticky ``error`` with the first failing burst's ``error_addr``; ``clear`` resets it.
     ``idle``: no job, burst or beat left. ``received`` counts the beats of destination 2
-    taken from the bus (the core stores a token once all its rows are in)."""
+    taken from the bus (the core stores a token once all its rows are in). A beat's ``bad``
+    says its response was SLVERR or DECERR."""
 
     def __init__(self, *, bus_bytes: int, addr_bits: int, burst: int = 16, depth: int = 64,
                  tags: int = 8):
@@ -33,7 +34,8 @@ class DmaReader(wiring.Component):
         self._bus, self._addr_bits, self._burst, self._depth = bus_bytes, addr_bits, burst, depth
         self._tags = tags
         self.job_layout = data.StructLayout({"addr": addr_bits, "beats": 16, "dest": 3})
-        self.out_layout = data.StructLayout({"data": 8 * bus_bytes, "dest": 3, "last": 1})
+        self.out_layout = data.StructLayout({"data": 8 * bus_bytes, "dest": 3, "last": 1,
+                                             "bad": 1})
         members = axi4_master_members("m_axi", addr_bits, 8 * bus_bytes)
         super().__init__({
             "job": In(stream.Signature(self.job_layout)),
@@ -46,7 +48,7 @@ class DmaReader(wiring.Component):
         m = Module()
         bus, lg = self._bus, exact_log2(self._bus)
         s = lambda n: getattr(self, f"m_axi_{n}")
-        dq = fifo.SyncFIFOBuffered(width=8 * bus + 4, depth=self._depth)
+        dq = fifo.SyncFIFOBuffered(width=self.out_layout.size, depth=self._depth)
         tq = fifo.SyncFIFOBuffered(width=4 + self._addr_bits, depth=self._tags)
         m.submodules.data, m.submodules.tags = dq, tq
         active = Signal()
@@ -76,7 +78,8 @@ class DmaReader(wiring.Component):
                                 - got)
         tag_dest, tag_last, tag_addr = tq.r_data[:3], tq.r_data[3], tq.r_data[4:]
         m.d.comb += [s("rready").eq(tq.r_rdy),      # a beat's tag is known before it is taken
-                     dq.w_data.eq(Cat(s("rdata"), tag_dest, tag_last & s("rlast"))),
+                     dq.w_data.eq(Cat(s("rdata"), tag_dest, tag_last & s("rlast"),
+                                     s("rresp") != 0)),
                      dq.w_en.eq(got), tq.r_en.eq(got & s("rlast"))]
         with m.If(got):
             m.d.sync += self.beats.eq(self.beats + 1)
@@ -130,6 +133,74 @@ class Repack(wiring.Component):
                     m.d.sync += [k.eq(0), full.eq(1)]
             with m.If(o.valid & o.ready):
                 m.d.sync += full.eq(0)
+        return m
+
+
+class ImageWriter(wiring.Component):
+    """Writes a job's ``beats`` bus words, taken from ``i`` in order, from byte address
+    ``addr`` on, as INCR bursts of at most ``burst`` beats that never cross 4 KB, on the
+    write half of ``m_axi`` (ID 1), every byte enabled. A response other than OKAY sets the
+    sticky ``error`` and ``error_addr`` (the burst's address); ``clear`` resets it. ``idle``:
+    no job, beat or response left."""
+
+    def __init__(self, *, bus_bytes: int, addr_bits: int, burst: int = 16,
+                 outstanding: int = 8):
+        self._bus, self._addr_bits, self._burst = bus_bytes, addr_bits, burst
+        self._outstanding = outstanding
+        self.job_layout = data.StructLayout({"addr": addr_bits, "beats": 16})
+        members = axi4_master_members("m_axi", addr_bits, 8 * bus_bytes)
+        super().__init__({
+            "job": In(stream.Signature(self.job_layout)),
+            "i": In(stream.Signature(8 * bus_bytes)),
+            "error": Out(1), "error_addr": Out(addr_bits), "clear": In(1), "idle": Out(1),
+            **{k: v for k, v in members.items() if k.startswith(("m_axi_aw", "m_axi_w",
+                                                                   "m_axi_b"))}})
+
+    def elaborate(self, platform):
+        m = Module()
+        bus, lg = self._bus, exact_log2(self._bus)
+        s = lambda n: getattr(self, f"m_axi_{n}")
+        active = Signal()
+        addr, rem = Signal(self._addr_bits), Signal(16)
+        beats = burst_beats(m, addr, rem, Const(self._burst, 9), bus, "img")
+        m.d.comb += self.job.ready.eq(~active)
+        with m.If(self.job.valid & ~active & (self.job.payload.beats != 0)):
+            m.d.sync += [active.eq(1), addr.eq(self.job.payload.addr),
+                         rem.eq(self.job.payload.beats)]
+        # bursts whose address went out, their lengths in order for W; their addresses
+        # in order for B
+        pend = Signal(range(self._outstanding + 1))
+        lens = fifo.SyncFIFOBuffered(width=8, depth=self._outstanding)
+        addrs = fifo.SyncFIFOBuffered(width=self._addr_bits, depth=self._outstanding)
+        m.submodules.lens, m.submodules.addrs = lens, addrs
+        issued, answered = Signal(), Signal()
+        m.d.comb += [s("awid").eq(1), s("awaddr").eq(addr), s("awlen").eq(beats - 1),
+                     s("awsize").eq(lg), s("awburst").eq(1), s("awcache").eq(0b0011),
+                     s("awvalid").eq(active & (pend < self._outstanding) & lens.w_rdy),
+                     issued.eq(s("awvalid") & s("awready")),
+                     lens.w_data.eq(beats - 1), lens.w_en.eq(issued),
+                     addrs.w_data.eq(addr), addrs.w_en.eq(issued)]
+        with m.If(issued):
+            m.d.sync += [addr.eq(addr + (beats << lg)), rem.eq(rem - beats)]
+            with m.If(rem == beats):
+                m.d.sync += active.eq(0)
+        k = Signal(8)
+        m.d.comb += [s("wdata").eq(self.i.payload), s("wstrb").eq((1 << bus) - 1),
+                     s("wlast").eq(k == lens.r_data),
+                     s("wvalid").eq(lens.r_rdy & self.i.valid),
+                     self.i.ready.eq(lens.r_rdy & s("wready"))]
+        with m.If(s("wvalid") & s("wready")):
+            m.d.sync += k.eq(k + 1)
+            with m.If(s("wlast")):
+                m.d.comb += lens.r_en.eq(1)
+                m.d.sync += k.eq(0)
+        m.d.comb += [s("bready").eq(1), answered.eq(s("bvalid")), addrs.r_en.eq(answered)]
+        m.d.sync += pend.eq(pend + issued - answered)
+        with m.If(self.clear):
+            m.d.sync += self.error.eq(0)
+        with m.Elif(answered & (s("bresp") != 0) & ~self.error):
+            m.d.sync += [self.error.eq(1), self.error_addr.eq(addrs.r_data)]
+        m.d.comb += self.idle.eq(~active & ~self.job.valid & (pend == 0) & ~lens.r_rdy)
         return m
 
 

@@ -13,7 +13,8 @@ from golden.core import run_stream
 from golden.numerics import hyperplanes
 from vrex import regmap
 
-__all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run"]
+__all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run",
+           "compare_windows"]
 
 ALIGN = 64
 
@@ -56,10 +57,9 @@ def plan_stream(trace, qt, cfg, *, steps=None, io_base=None, io_size=None) -> St
     V ([kv heads, n_sink, d]); the registers (memory windows, ReSV settings, the window,
     interrupts, enable)."""
     golden = run_stream(trace, qt, cfg, steps=steps)
-    G, d, hpg = cfg.hash_groups, cfg.head_dim, cfg.heads_per_group
-    hc_bytes = cfg.n_layers * G * cfg.kvmu_clusters * hpg * d * 4
-    if io_base is None:
-        io_base = -(-(cfg.hc_base + hc_bytes) // (1 << 20)) * (1 << 20)
+    G, d = cfg.hash_groups, cfg.head_dim
+    if io_base is None:      # past the saved cluster windows
+        io_base = -(-(cfg.ctx_base + cfg.windows * cfg.ctx_image_bytes) // (1 << 20)) << 20
     state = {"next": io_base}
     image = {}
     src = qt.k_pre if cfg.hash_input == "pre_rope" else qt.k
@@ -108,7 +108,8 @@ def _registers(cfg, io_base, io_size) -> list:
     lo_hi = lambda name, v: [(off[f"{name}_LO"], v & 0xFFFFFFFF), (off[f"{name}_HI"], v >> 32)]
     regs = [*lo_hi("NEAR_BASE", kv["near_base"]), (off["NEAR_BLOCKS"], kv["near_slots"] * hpg),
             *lo_hi("FAR_BASE", kv["far_base"]), (off["FAR_BLOCKS"], kv["far_slots"] * hpg),
-            *lo_hi("HC_BASE", kv["hc_base"]), (off["MAX_BURST"], kv["max_burst"]),
+            *lo_hi("HC_BASE", kv["hc_base"]), *lo_hi("CTX_BASE", cfg.ctx_base),
+            (off["MAX_BURST"], kv["max_burst"]),
             (off["TH_HD"], cfg.th_hd),
             (off["AGE"], (cfg.max_age or 0) | int(cfg.max_age is not None) << 16),
             (off["TH_R"], cfg.th_r_fixed),
@@ -128,6 +129,36 @@ class Observed:
     fetched: list = field(default_factory=list)      # (token, end) per beat
     o_rows: list = field(default_factory=list)       # per descriptor: int16 [Hq, t, d]
     done: int = 0
+
+
+def compare_windows(plan: StreamPlan, mem_read) -> tuple[int, list]:
+    """The saved cluster windows at ``CTX_BASE`` against the golden model, for a build with
+    fewer HCU contexts than windows: every window hashed in the stream and not in a context
+    at its end (window ``w`` lives in context ``w mod contexts``) has its final image's
+    header (clusters opened, last step) in memory. Returns (windows checked, differences)."""
+    cfg = plan.cfg
+    G, C = cfg.hash_groups, cfg.contexts
+    opened, last, resident = {}, {}, {}
+    for ls in plan.golden:
+        if not ls.clusters.shape[1]:
+            continue
+        for g in range(G):
+            w = ls.layer * G + g
+            opened[w] = max(opened.get(w, 0), int(ls.clusters[g].max()) + 1)
+            last[w] = ls.step
+            resident[w % C] = w
+    words = cfg.ctx_word_bytes
+    id_mask = (1 << cfg.cluster_id_bits) - 1
+    bad, checked = [], 0
+    for w in sorted(set(opened) - set(resident.values())):
+        raw = mem_read(cfg.ctx_base + w * cfg.ctx_image_bytes, words)
+        head = int.from_bytes(raw, "little")
+        got = (head & id_mask, (head >> cfg.cluster_id_bits) & ((1 << cfg.step_bits) - 1))
+        checked += 1
+        if got != (opened[w], last[w]):
+            bad.append(f"saved window {w} (layer {w // G}, group {w % G}): header {got}, "
+                       f"golden (opened, last step) {(opened[w], last[w])}")
+    return checked, bad
 
 
 def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = True) -> list:

@@ -37,7 +37,7 @@ TINY = dict(n_layers=1, n_q_heads=2, n_kv_heads=1, head_dim=16, n_frames=2,
 
 def tiny_config(preset, **kw):
     geo = {k: TINY[k] for k in ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")}
-    return Config.from_preset(preset, **geo, **{**dict(
+    return Config.from_preset(preset, **{**geo, **dict(
         kvmu_clusters=16, kvmu_blocks=32, near_blocks=4, attn_b_rows=32, core_max_tokens=16,
         wtu_row_entries=32, window=16, hcu_lanes=4), **kw})
 
@@ -82,3 +82,30 @@ def test_core_limit_is_reported_and_the_stream_goes_on():
     assert not bad, bad
     stored = sum(g.hashes.size for g in plan.golden)
     assert info["perf"]["kvmu_stored_tokens"] == stored
+
+
+@pytest.mark.parametrize("layers, kv_heads, contexts, bus, latency, pauses", [
+    (2, 1, 1, 16, 0, 0.0),          # two layers' windows through one context
+    (2, 2, 3, 8, 5, 0.3),           # per-head hash groups: four windows on three contexts
+])
+def test_core_windows_through_memory(layers, kv_heads, contexts, bus, latency, pauses):
+    """A build holding fewer cluster windows than the model has: every hash, cluster,
+    selection, fetched token and output row still equals golden.core.run_stream; the
+    windows were swapped (the counter) and the images are in the CTX_BASE area."""
+    from .e2e import compare_run, compare_windows, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    geo = {**TINY, "n_layers": layers, "n_kv_heads": kv_heads, "n_q_heads": 2 * kv_heads}
+    tr, qt = synthetic_stream(5, **geo)
+    cfg = tiny_config("tuned", n_layers=layers, n_kv_heads=kv_heads, n_q_heads=2 * kv_heads,
+                      hash_scope="per_head" if kv_heads > 1 else "concat",
+                      hcu_contexts=contexts, kvmu_bus_bytes=bus, kvmu_blocks=128)
+    assert cfg.contexts < cfg.windows
+    plan = plan_stream(tr, qt, cfg)
+    obs, info = run_core(plan, latency=latency, bus_pauses=pauses, seed=7,
+                         max_cycles=400_000)
+    assert not compare_run(plan, obs), compare_run(plan, obs)
+    assert info["error"] & 0xFF == 0, hex(info["error"])
+    assert info["perf"]["core_descriptors"] == len(plan.descriptors)
+    assert info["perf"]["core_swap"] > 0
+    checked, bad = compare_windows(plan, info["mem"].read_bytes)
+    assert checked and not bad, (checked, bad)
