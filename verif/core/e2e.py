@@ -14,7 +14,7 @@ from golden.numerics import hyperplanes
 from vrex import regmap
 
 __all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run",
-           "compare_windows"]
+           "compare_windows", "window_moves"]
 
 ALIGN = 64
 
@@ -131,26 +131,49 @@ class Observed:
     done: int = 0
 
 
-def compare_windows(plan: StreamPlan, mem_read) -> tuple[int, list]:
-    """The saved cluster windows at ``CTX_BASE`` against the golden model, for a build with
-    fewer HCU contexts than windows: every window hashed in the stream and not in a context
-    at its end (window ``w`` lives in context ``w mod contexts``) has its final image's
-    header (clusters opened, last step) in memory. Returns (windows checked, differences)."""
+def window_moves(plan: StreamPlan) -> list:
+    """The cluster windows' moves the core makes for the plan on a build with fewer HCU
+    contexts than windows, in order: ``("save", w)``, ``("load", w)`` or ``("flush", w)``
+    (window ``w = layer · hash_groups + group`` lives in context ``w mod contexts``; a group
+    with no token hashed moves nothing)."""
     cfg = plan.cfg
     G, C = cfg.hash_groups, cfg.contexts
-    opened, last, resident = {}, {}, {}
+    moves, resident, saved = [], {}, set()
     for ls in plan.golden:
         if not ls.clusters.shape[1]:
             continue
         for g in range(G):
             w = ls.layer * G + g
+            if resident.get(w % C) == w:
+                continue
+            if w % C in resident:
+                moves.append(("save", resident[w % C]))
+                saved.add(resident[w % C])
+            moves.append(("load" if w in saved else "flush", w))
+            resident[w % C] = w
+    return moves
+
+
+def compare_windows(plan: StreamPlan, mem_read) -> tuple[int, list]:
+    """The saved cluster windows at ``CTX_BASE`` against the golden model, for a build with
+    fewer HCU contexts than windows: every window whose last move was a save has its final
+    image's header (clusters opened, last step) in memory. Returns (windows checked,
+    differences)."""
+    cfg = plan.cfg
+    G = cfg.hash_groups
+    opened, last = {}, {}
+    for ls in plan.golden:
+        for g in range(G if ls.clusters.shape[1] else 0):
+            w = ls.layer * G + g
             opened[w] = max(opened.get(w, 0), int(ls.clusters[g].max()) + 1)
             last[w] = ls.step
-            resident[w % C] = w
+    final = {}
+    for kind, w in window_moves(plan):
+        final[w] = kind
     words = cfg.ctx_word_bytes
     id_mask = (1 << cfg.cluster_id_bits) - 1
     bad, checked = [], 0
-    for w in sorted(set(opened) - set(resident.values())):
+    for w in sorted(w for w, kind in final.items() if kind == "save"):
         raw = mem_read(cfg.ctx_base + w * cfg.ctx_image_bytes, words)
         head = int.from_bytes(raw, "little")
         got = (head & id_mask, (head >> cfg.cluster_id_bits) & ((1 << cfg.step_bits) - 1))

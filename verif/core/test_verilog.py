@@ -30,9 +30,11 @@ def trace_config(preset="paper", **kw):
 
 CORE_POINTS = {
     "synth": (synth_config, "synthetic|error|soft_reset|soak"),
-    "synth_tuned_bus8_n4": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
-                                                 near_blocks=8),
-                            "synthetic_stream_hostile|soft_reset"),
+    # per-head hash groups: four cluster windows on three HCU contexts
+    "synth_tuned_bus8_n4_w3": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
+                                                    near_blocks=8, hash_scope="per_head",
+                                                    hcu_contexts=3),
+                               "synthetic_stream_hostile|soft_reset|window"),
 }
 
 
