@@ -17,7 +17,8 @@ import numpy as np
 
 from vrex.regmap import ERRORS
 
-__all__ = ["buffer_bytes", "check_descriptor", "HeadResult", "LayerStep", "run_stream"]
+__all__ = ["buffer_bytes", "check_descriptor", "HeadResult", "LayerStep", "run_stream",
+           "window_moves"]
 
 
 def buffer_bytes(desc: dict, cfg) -> dict:
@@ -145,4 +146,28 @@ def run_stream(trace, qt, cfg, steps=None) -> list:
                 beta_shift=regs["beta_shift"], heads=heads,
                 hashes=run.hashes[l, :, first:b].copy(),
                 clusters=run.cluster_of[l, :, first:b].copy()))
+    return out
+
+
+def window_moves(golden_steps, cfg) -> list:
+    """Per descriptor of a stream (``run_stream``'s list, in issue order), the cluster
+    windows the core moves before hashing its groups, on a build with fewer HCU contexts
+    than windows: ``("save", w)``, then ``("load", w)`` or, the first time, ``("flush",
+    w)``. Window ``w = layer · hash_groups + group`` lives in context ``w mod contexts``;
+    a descriptor that hashes no token moves nothing; with every window on chip nothing
+    moves."""
+    G, C = cfg.hash_groups, cfg.contexts
+    out, resident, saved = [], {}, set()
+    for ls in golden_steps:
+        moves = []
+        for g in range(G if ls.hashes.shape[1] and C < cfg.windows else 0):
+            w = ls.layer * G + g
+            if resident.get(w % C) == w:
+                continue
+            if w % C in resident:
+                moves.append(("save", resident[w % C]))
+                saved.add(resident[w % C])
+            moves.append(("load" if w in saved else "flush", w))
+            resident[w % C] = w
+        out.append(moves)
     return out

@@ -1,8 +1,9 @@
 """The core's cycle model: per-operation cycle formulas, their coefficients fitted from the
 RTL's own counters, and the paper's setting evaluated with them.
 
-A descriptor (one layer of one step) runs four phases one after another, each counted by the
-core (``core_predict``, ``core_attend``, ``core_hash``, ``core_store``, docs/core.md). Each
+A descriptor (one layer of one step) runs its phases one after another, each counted by the
+core (``core_predict``, ``core_attend``, ``core_hash``, ``core_swap``, ``core_store``,
+docs/core.md). Each
 phase's cycles are modelled as a sum of terms, one per operation, each term a coefficient
 times a *feature*: a cycle count written from the hardware's structure (array tiles, buffer
 loads, bus beats, divider passes, memory round trips) as a function of the build (array n,
@@ -37,7 +38,11 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
 - store: per hashed token a constant, a constant per head (its four bursts), its store's beats (K and V rows and the cluster
   sums' read-add-write, ``hpg·(2d + 8d)/bus``), the sums' round trips (``hpg·L``), and the
   hash projection (``hash_dim·n_hp/n²`` cycles a token on the array) where it is the slower
-  of the two (the hash runs beside the stores).
+  of the two (the hash runs beside the stores);
+- swap (a build with fewer HCU contexts than cluster windows, ``golden.core.window_moves``):
+  a constant a move; a save streams the HCU's window out (``words + W/lanes`` cycles, the
+  image's ``words`` context words at the width converter's rate) while the next image's read
+  goes out; a load streams ``words`` in; the memory's round trip of each.
 """
 from __future__ import annotations
 
@@ -49,7 +54,7 @@ import numpy as np
 __all__ = ["PHASES", "descriptor_sizes", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
 
-PHASES = ("predict", "attend", "hash", "store")
+PHASES = ("predict", "attend", "hash", "swap", "store")
 
 
 def _cdiv(a, b):
@@ -72,13 +77,21 @@ def _geometry(cfg) -> dict:
                 hpg=cfg.heads_per_group, G=cfg.hash_groups, H=cfg.n_kv_heads,
                 hash_dim=cfg.hash_dim, n_hp=cfg.n_hp, lanes=cfg.wtu_lanes,
                 reads=cfg.kvmu_max_reads,
-                table=cfg.n_layers * cfg.hash_groups * cfg.kvmu_clusters)
+                table=cfg.n_layers * cfg.hash_groups * cfg.kvmu_clusters,
+                window=cfg.window, hcu_lanes=cfg.hcu_lanes,
+                ctx_words=cfg.ctx_image_bytes // cfg.ctx_word_bytes,
+                ctx_parts=max(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes)
+                // min(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes))
 
 
-def descriptor_sizes(ls) -> dict:
+def descriptor_sizes(ls, moves=()) -> dict:
     """What the model needs of one descriptor, from its golden results
-    (:class:`golden.core.LayerStep`): the sizes :func:`features` reads."""
+    (:class:`golden.core.LayerStep`) and its cluster windows' moves
+    (``golden.core.window_moves``): the sizes :func:`features` reads."""
+    kinds = [k for k, _ in moves]
     return {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
+            "saves": kinds.count("save"), "loads": kinds.count("load"),
+            "flushes": kinds.count("flush"),
             "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
                        "fetched": len(h.fetched), "attended": h.attended}
                       for h in ls.heads]}
@@ -138,6 +151,15 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     st["store_beats"] = T * store_tok
     st["hash_excess"] = T * max(0.0, hash_tok - store_tok)
     st["token_trips"] = T * g["hpg"] * lat
+    sw = f["swap"]
+    saves, loads = row.get("saves", 0), row.get("loads", 0)
+    words = g.get("ctx_words", 0)
+    parts = g.get("ctx_parts", 1)
+    rate = (parts + 1) / parts if parts > 1 else 1.0     # the converter's gap a bus word
+    sw["move"] = float(loads + row.get("flushes", 0))
+    sw["save"] = saves * (words * rate + g.get("window", 0) / g.get("hcu_lanes", 1))
+    sw["load"] = loads * words * rate
+    sw["trips"] = (saves + loads) * lat
     return f
 
 
@@ -176,7 +198,7 @@ def _rows(runs: dict, cfgs: dict):
             for i, r in enumerate(p["rows"]):
                 r = dict(r, first=i == 0)       # after a (soft) reset: the KVMU's table init
                 out.append((name, role, features(r, g, lat, preset == "tuned"),
-                            {ph: r[ph] for ph in PHASES}))
+                            {ph: r.get(ph, 0) for ph in PHASES}))
     return out
 
 
@@ -197,7 +219,10 @@ def fit(rows) -> dict:
 
 
 def predict(coef: dict, f: dict) -> dict:
-    return {ph: sum(coef[ph][t] * v for t, v in f[ph].items()) for ph in PHASES}
+    """``phase -> cycles`` of one descriptor's features (a phase the coefficients lack, as
+    a fit from before it existed: none)."""
+    return {ph: sum(coef.get(ph, {}).get(t, 0.0) * v for t, v in f[ph].items())
+            for ph in PHASES}
 
 
 # the coefficients ``make cycles`` fitted last (``verif.core.cycles --save``), with the runs
@@ -212,10 +237,11 @@ def load_fit(path=FIT) -> dict:
 def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool) -> dict:
     """The model's cycles per phase for a stream's descriptors (``golden.core.run_stream``'s
     :class:`~golden.core.LayerStep` list) run one after another from a reset."""
+    from .core import window_moves
     g = _geometry(cfg)
     tot = dict.fromkeys(PHASES, 0.0)
-    for i, ls in enumerate(golden_steps):
-        row = dict(descriptor_sizes(ls), first=i == 0)
+    for i, (ls, moves) in enumerate(zip(golden_steps, window_moves(golden_steps, cfg))):
+        row = dict(descriptor_sizes(ls, moves), first=i == 0)
         for ph, v in predict(coef, features(row, g, latency, centre)).items():
             tot[ph] += v
     return tot

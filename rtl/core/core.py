@@ -599,15 +599,21 @@ class VrexCore(wiring.Component):
             with m.State("G_HASH"):
                 with m.If(nh == 0):
                     m.next = "FINISH"
-                with m.Else():
-                    m.next = "X_CHECK" if win is not None else "G_PREP"
+                if win is not None:
+                    with m.Else():
+                        m.next = "X_CHECK"
+                else:
+                    with m.Elif(regs.ctrl[2]):
+                        m.next = "C_SUM_PROG"
+                    with m.Else():
+                        m.next = "G_HASH_CMD"
             if win is not None:
                 self._swap_states(m, x, win, c, push)
-            with m.State("G_PREP"):
-                with m.If(regs.ctrl[2]):
-                    m.next = "C_SUM_PROG"
-                with m.Else():
-                    m.next = "G_HASH_CMD"
+                with m.State("G_PREP"):
+                    with m.If(regs.ctrl[2]):
+                        m.next = "C_SUM_PROG"
+                    with m.Else():
+                        m.next = "G_HASH_CMD"
             # centring: the running sum of the group's hash-input keys, then per hyperplane
             # the bias round_div(S · R_j, n) (docs/numerics.md §4)
             with m.State("C_SUM_PROG"):
@@ -788,18 +794,21 @@ class VrexCore(wiring.Component):
             with m.If(x.img.job.ready):
                 m.next = "X_LOAD"
         with m.State("X_LOAD"):
+            # the image's read goes out while the HCU still sends the saved window
             with m.If(saved[c.ctx]):
-                ctx_cmd(HashClusterUnit.LOAD)
-                with m.If(h.i_ctx.ready):
-                    m.d.sync += [win.load.on.eq(1), win.load.k.eq(0), win.bad.eq(0)]
-                    m.next = "X_LOAD_JOB"
+                push(b0=x.ctx_base + c.ctx * img, beats=win.beats, n_out=1, n_in=1,
+                     dest=_CTX)
+                with m.If(x.pq_rdy):
+                    m.d.sync += win.bad.eq(0)
+                    m.next = "X_LOAD_CMD"
             with m.Else():
                 ctx_cmd(HashClusterUnit.FLUSH)
                 with m.If(h.i_ctx.ready):
                     m.next = "X_WAIT"
-        with m.State("X_LOAD_JOB"):
-            push(b0=x.ctx_base + c.ctx * img, beats=win.beats, n_out=1, n_in=1, dest=_CTX)
-            with m.If(x.pq_rdy):
+        with m.State("X_LOAD_CMD"):
+            ctx_cmd(HashClusterUnit.LOAD)
+            with m.If(h.i_ctx.ready):
+                m.d.sync += [win.load.on.eq(1), win.load.k.eq(0)]
                 m.next = "X_WAIT"
         with m.State("X_WAIT"):
             with m.If(~win.save.on & ~win.load.on & x.img.idle & x.dma.idle &

@@ -25,7 +25,7 @@ from verif.core.tb import OFF, CoreTB, _descriptor_ok, preset_plans, trace_plans
 from verif.lib.runner import tb_config
 from vrex import regmap
 
-PHASES = ("core_predict", "core_attend", "core_hash", "core_store")
+PHASES = ("core_predict", "core_attend", "core_hash", "core_swap", "core_store")
 
 
 def stream_plans(cfg):
@@ -52,10 +52,11 @@ def stream_plans(cfg):
                         spec.get("steps"))
 
 
-def golden_features(ls) -> dict:
+def golden_features(ls, moves=()) -> dict:
     """A descriptor's row: where it is in the stream and the sizes the cycle model reads."""
     from golden.cycles import descriptor_sizes
-    return {"step": ls.step, "layer": ls.layer, "cached": ls.token0, **descriptor_sizes(ls),
+    return {"step": ls.step, "layer": ls.layer, "cached": ls.token0,
+            **descriptor_sizes(ls, moves),
             "attended": [h.attended for h in ls.heads],
             "candidates": [len(h.clusters) for h in ls.heads]}
 
@@ -63,9 +64,11 @@ def golden_features(ls) -> dict:
 async def measure(dut, tb, cfg, plans) -> dict:
     """Each plan's descriptors one at a time, the core's counters read around each: a row
     per descriptor (its golden features, its cycles per phase, PASS/FAIL of its output)."""
+    from golden.core import window_moves
     from verif.core.tb import soft_reset
     report = {}
     for k, (preset, plan) in enumerate(plans):
+        moves = window_moves(plan.golden, plan.cfg)
         if k:
             await soft_reset(tb)
         for addr, raw in plan.image.items():
@@ -83,7 +86,7 @@ async def measure(dut, tb, cfg, plans) -> dict:
                 await ClockCycles(dut.clk, 50)
             after = await tb.counters()
             tb.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(tb.ram.read(a, n)), i))
-            rows.append({**golden_features(plan.golden[i]),
+            rows.append({**golden_features(plan.golden[i], moves[i]),
                          "cycles": after["core_busy"] - before["core_busy"],
                          "host_cycles": tb.cycle - c0,
                          **{p[5:]: after[p] - before[p] for p in PHASES},

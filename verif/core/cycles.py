@@ -36,6 +36,14 @@ BUILDS = {
     "D": dict(**{k: SYNTH[k] for k in GEOMETRY}, **SYNTH_BUILD),
     # its geometry with the default buffers, for a longer stream in the fit
     "E": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16),
+    # cluster windows through memory: B's geometry hashed per KV head (four windows) on one
+    # HCU context (fitted); A on two contexts for its three, C on one for its two (held out)
+    "F": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=32, attn_n=4,
+              kvmu_bus_bytes=16, attn_b_rows=512, attn_acc_bits=33, hash_scope="per_head",
+              hcu_contexts=1),
+    "A2": dict(attn_b_rows=1024, attn_acc_bits=34, hcu_contexts=2),
+    "C2": dict(n_layers=2, n_q_heads=8, n_kv_heads=2, head_dim=64, attn_n=8,
+               kvmu_bus_bytes=8, attn_b_rows=512, attn_acc_bits=33, hcu_contexts=1),
 }
 SYN = dict(prefix_tokens=12, header_tokens=2, question_tokens=8)
 # (name, role, build, stream spec for verif.core.bench's VREX_MEASURE, memory latency)
@@ -54,6 +62,12 @@ RUNS = [
     ("E_synth_lat30", "fit", "E",
      {"synthetic": dict(seed=3, n_frames=8, tokens_per_frame=16, prefix_tokens=6,
                         header_tokens=1, question_tokens=3)}, 30),
+    ("F_synth_lat10", "fit", "F",
+     {"synthetic": dict(seed=9, n_frames=6, tokens_per_frame=16, **SYN),
+      "presets": ["tuned"]}, 10),
+    ("F_synth_lat80", "fit", "F",
+     {"synthetic": dict(seed=10, n_frames=4, tokens_per_frame=24, **SYN),
+      "presets": ["paper"]}, 80),
     # held out: another real trace (bbb, three of its other layers), a longer bundled run at
     # another latency, another build and stream size
     ("A_bbb_lat30", "validate", "A",
@@ -67,6 +81,10 @@ RUNS = [
     ("D_suite_lat0", "validate", "D",
      {"synthetic": dict(seed=1, **{k: v for k, v in SYNTH.items() if k not in GEOMETRY}),
       "presets": ["paper"]}, 0),
+    ("A2_bundled_lat60", "validate", "A2",
+     {"trace": "bundled", "steps": 3, "presets": ["paper"]}, 60),
+    ("C2_synth_lat30", "validate", "C2",
+     {"synthetic": dict(seed=11, n_frames=5, tokens_per_frame=32, **SYN)}, 30),
 ]
 
 

@@ -132,26 +132,10 @@ class Observed:
 
 
 def window_moves(plan: StreamPlan) -> list:
-    """The cluster windows' moves the core makes for the plan on a build with fewer HCU
-    contexts than windows, in order: ``("save", w)``, ``("load", w)`` or ``("flush", w)``
-    (window ``w = layer · hash_groups + group`` lives in context ``w mod contexts``; a group
-    with no token hashed moves nothing)."""
-    cfg = plan.cfg
-    G, C = cfg.hash_groups, cfg.contexts
-    moves, resident, saved = [], {}, set()
-    for ls in plan.golden:
-        if not ls.clusters.shape[1]:
-            continue
-        for g in range(G):
-            w = ls.layer * G + g
-            if resident.get(w % C) == w:
-                continue
-            if w % C in resident:
-                moves.append(("save", resident[w % C]))
-                saved.add(resident[w % C])
-            moves.append(("load" if w in saved else "flush", w))
-            resident[w % C] = w
-    return moves
+    """The cluster windows' moves the core makes for the plan, in order
+    (``golden.core.window_moves``, flattened)."""
+    from golden.core import window_moves as per_descriptor
+    return [mv for moves in per_descriptor(plan.golden, plan.cfg) for mv in moves]
 
 
 def compare_windows(plan: StreamPlan, mem_read) -> tuple[int, list]:

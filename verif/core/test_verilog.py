@@ -47,11 +47,13 @@ def test_core_verilog(point):
 def test_core_bundled_trace():
     """The bundled trace end to end under both presets (one build: the presets differ only
     in run-time registers), its first two steps (prompt and a frame; the whole trace runs in
-    make soak and make demo)."""
+    make soak and make demo), on two HCU contexts for its three layers' cluster windows
+    (the third layer's window evicts the first's, every step)."""
     import os
     os.environ["VREX_STEPS"] = "2"
     try:
-        run_point("core", "trace", trace_config(attn_b_rows=256, attn_acc_bits=32),
+        run_point("core", "trace", trace_config(attn_b_rows=256, attn_acc_bits=32,
+                                                hcu_contexts=2),
                   test_filter="bundled")
     finally:
         del os.environ["VREX_STEPS"]
