@@ -20,15 +20,16 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
 ``kc = ceil(d/n)``; per hash group ``T`` tokens hashed):
 
 - predict: after a reset, the KVMU's HC table initialisation (an entry a cycle: layers ·
-  groups · ``kvmu_clusters``, on the first descriptor); the candidate lists (a constant per
-  candidate: the HC table's visits), scoring (the engine's SCORE command, whose B buffer
+  groups · ``kvmu_clusters``, on the first descriptor); the first head's counts list (a
+  constant per candidate: the HC table's visits, and a round trip; a later head's list runs
+  while the previous head attends, hidden behind its compute), scoring (the engine's SCORE command, whose B buffer
   loads the representative keys as the KVMU streams them: a candidate every ``max(kc,
   interval)`` cycles instead of ``kc``, the interval the slowest of the KVMU's issue of one
   candidate in 5 cycles, its ``4d/bus`` sum beats through the pipelined dividers, its
   ``d/min(n, bus)`` words into B, and the memory's round trip shared by ``max_reads``
   bursts in flight: ``max(5, 4d/bus, d/min(n, bus), (L + 4d/bus)/max_reads)``),
   selection (the WTU: a constant a row and a pass over ``ceil(C/lanes)`` beats), a round
-  trip per list;
+  trip per scored head's key list;
 - attend (the light attention): the fetch (a command per selected cluster), K and V into B
   (``2·l·d / min(n, bus)`` words), Q·Kᵀ tiles (``mt·lt·max(d, n)``), P·V tiles
   (``mt·kc·max(l, 9n)``: the dividers' 9 cycles a row bound a short tile), the exp passes
@@ -113,13 +114,17 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     pr["head"] = float(g["H"])
     hbeats = _cdiv(4 * d, bus)
     key_interval = max(5, hbeats, d / wide, (lat + hbeats) / g["reads"])
-    for p in ("cand", "score", "select", "select_rows", "scored_head", "list_trips"):
+    for p in ("cand", "counts_trip", "score", "select", "select_rows", "scored_head",
+              "list_trips"):
         pr[p] = 0.0
     for p in ("head", "qk", "pv", "kv_load", "q_load", "exp", "fetch", "trips"):
         at[p] = 0.0
-    for h in row["heads"]:
+    for j, h in enumerate(row["heads"]):
         C, S, l = h["cand"], h["sel"], h["attended"]
-        pr["cand"] += C
+        if j == 0:
+            # a later head's counts list runs while the previous head attends (hidden)
+            pr["cand"] += C
+            pr["counts_trip"] += lat
         if C:
             pr["scored_head"] += 1
             # the engine loads B (kc beats a candidate) from the key stream at its pace

@@ -10,6 +10,11 @@ paper preset), in
    :class:`synth.wrap.PinWrapper`;
 3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax.
 
+The core is synthesised as its own logic (register file, data movers, AXI join, sequencer,
+centring) with the blocks it joins (:data:`CORE_PARTS`) as black boxes, and no place and
+route; the report adds the core's total (its own logic plus those blocks synthesised alone,
+from the same Config) and the DRE's share of it.
+
 Writes ``build/synth/report.json`` (``{"config": the Config measured, "tools": versions,
 "blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, xc7: {lut, ff,
 bram36, dsp}, ice40: {lc, ff, dsp, bram}}}}``) and ``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
@@ -39,6 +44,9 @@ BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yo
 
 
 PNR_TIMEOUT = 1800      # seconds nextpnr may take on one block before its Fmax is "not reached"
+# the core's submodules that are blocks of their own (core submodule -> block name)
+CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
+DRE = ("hcu", "wtu", "kvmu")
 
 
 def _run(cmd, cwd, log, timeout=None):
@@ -75,24 +83,36 @@ def drop_zero_meminit(path: Path) -> int:
     return n
 
 
-def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -> dict:
+def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1,
+                black_boxes=()) -> dict:
+    """One block's figures; ``black_boxes``: its submodules (by name) left out, kept as
+    black-box cells (no place and route then)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for v in (write_verilog(block, name, out), write_verilog(PinWrapper(block),
                                                             f"{name}_wrap", out)):
         drop_zero_meminit(v)
     res = {"memory_bits": getattr(block, "memory_bits", 0), "seconds": {}}
+    boxes = lambda top: "".join(f"blackbox \\{top}.{b}; " for b in black_boxes)
+    if black_boxes:
+        pnr = False
+        res["black_boxes"] = list(black_boxes)
+        res["memory_bits"] -= sum(getattr(getattr(block, b), "memory_bits", 0)
+                                  for b in black_boxes)
 
     res["seconds"]["generic"] = _yosys(
-        f"read_verilog {name}.v; hierarchy -top {name}; proc; flatten; opt; memory -nomap; "
+        f"read_verilog {name}.v; {boxes(name)}hierarchy -top {name}; proc; flatten; opt; "
+        f"memory -nomap; "
         f"opt; techmap; opt; abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX; opt_clean; "
         f"tee -q -o generic_stat.json stat -json", out, "generic.log")
     by, total = _cells(out / "generic_stat.json")
-    res["cells"] = total - by.get("$mem_v2", 0)
+    res["cells"] = total - by.get("$mem_v2", 0) - sum(v for k, v in by.items()
+                                                      if not k.startswith("$"))
     res["cells_by_type"] = by
 
     res["seconds"]["ecp5"] = _yosys(
-        f"read_verilog {name}_wrap.v; synth_ecp5 -top {name}_wrap -json {name}_ecp5.json; "
+        f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
+        f"synth_ecp5 -top {name}_wrap -json {name}_ecp5.json; "
         f"tee -q -o ecp5_stat.json stat -json", out, "ecp5.log")
     by, _ = _cells(out / "ecp5_stat.json")
     wrap_ff = sum(len(v) for v in _port_widths(block))
@@ -124,7 +144,8 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -
         res["ecp5"].setdefault("fmax_mhz", None)
 
     res["seconds"]["xc7"] = _yosys(
-        f"read_verilog {name}_wrap.v; synth_xilinx -family xc7 -top {name}_wrap; "
+        f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
+        f"synth_xilinx -family xc7 -top {name}_wrap; "
         f"tee -q -o xc7_stat.json stat -json", out, "xc7.log")
     by, _ = _cells(out / "xc7_stat.json")
     res["xc7"] = {"lut": sum(v for k, v in by.items() if re.fullmatch(r"LUT[1-6]", k)),
@@ -136,7 +157,8 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1) -
                   "dsp": by.get("DSP48E1", 0), "wrapper_ff": wrap_ff}
 
     res["seconds"]["ice40"] = _yosys(
-        f"read_verilog {name}_wrap.v; synth_ice40 -top {name}_wrap; "
+        f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
+        f"synth_ice40 -top {name}_wrap; "
         f"tee -q -o ice40_stat.json stat -json", out, "ice40.log")
     by, _ = _cells(out / "ice40_stat.json")
     res["ice40"] = {"lc": by.get("SB_LUT4", 0), "carry": by.get("SB_CARRY", 0),
@@ -162,6 +184,8 @@ def write_reports(report: dict, out_dir, cfg):
     and report.md."""
     out = Path(out_dir)
     full = {"config": cfg.to_dict(), "tools": _tool_versions(), "blocks": report}
+    if total := core_total(report):
+        full["core_total"] = total
     (out / "report.json").write_text(json.dumps(full, indent=1, sort_keys=True))
     c = cfg.to_dict()
     lines = ["# Synthesis report", "", BANNER, "",
@@ -174,7 +198,13 @@ def write_reports(report: dict, out_dir, cfg):
              "| ECP5 Fmax (MHz) | 7-series LUT | 7-series FF | 7-series BRAM36 | 7-series DSP "
              "| iCE40 LC | iCE40 FF | iCE40 BRAM | iCE40 DSP |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, r in report.items():
+    rows = dict(report)
+    if "core" in report:
+        rows["core"] = dict(report["core"])
+        total = core_total(report)
+        if total:
+            rows["core total"] = total
+    for name, r in rows.items():
         e, i = r["ecp5"], r["ice40"]
         x = r.get("xc7", {})
         fmax = e["fmax_mhz"] or e.get("pnr", "not placed")
@@ -182,12 +212,18 @@ def write_reports(report: dict, out_dir, cfg):
                      f"{e['bram']} | {e['dsp']} | {fmax} | {x.get('lut', '-')} | "
                      f"{x.get('ff', '-')} | {x.get('bram36', '-')} | {x.get('dsp', '-')} | "
                      f"{i['lc']} | {i['ff']} | {i['bram']} | {i['dsp']} |")
-    dre = [b for b in ("hcu", "wtu", "kvmu") if b in report]
-    if "core" in report and len(dre) == 3:
-        share = sum(report[b]["cells"] for b in dre) / report["core"]["cells"]
-        bits = sum(report[b]["memory_bits"] for b in dre)
-        lines += ["", f"The DRE (HCU + WTU + KVMU, synthesised alone) is {100 * share:.1f}% of "
-                      f"the core's generic cells; their memories hold {bits} bits."]
+    if "core total" in rows:
+        t, sh = rows["core total"], rows["core total"]["dre_share"]
+        lines += ["", "`core` is the core's own logic (register file, read DMA, output and "
+                      "image writers, AXI join, sequencer, centring), its blocks left as black "
+                      "boxes; `core total` adds the blocks it joins (attn, hcu, wtu, kvmu), each "
+                      "synthesised alone from the same Config; its Fmax is the slowest block's "
+                      "(the core's own logic is not placed).",
+                  "", f"The DRE (HCU + WTU + KVMU) is {100 * sh['cells']:.1f}% of the core's "
+                      f"generic cells, {100 * sh['lut4']:.1f}% of its ECP5 LUT4, "
+                      f"{100 * sh['ff']:.1f}% of its flip-flops and {100 * sh['bram']:.1f}% of "
+                      f"its block RAMs; {100 * sh['memory_bits']:.1f}% of its memory bits "
+                      f"({t['memory_bits']} in all)."]
     lines += ["", "Generic cells are simple gates and flip-flops after `abc`, memories excluded "
               "(their bits are listed). FPGA figures include the pin wrapper, which adds "
               "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "
@@ -196,6 +232,33 @@ def write_reports(report: dict, out_dir, cfg):
               "the default blocks' memories; `synth_ice40` runs without `-dsp`, so multipliers are "
               "LUTs there)."]
     (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def core_total(report: dict) -> dict | None:
+    """The core's figures with its blocks: its own logic (``report["core"]``, the blocks
+    black-boxed) plus each of :data:`CORE_PARTS` synthesised alone; ``dre_share`` per
+    measure. None without every part."""
+    parts = ["core", *CORE_PARTS.values()]
+    if not all(p in report for p in parts):
+        return None
+    rs = [report[p] for p in parts]
+    add = lambda get: sum(get(r) for r in rs)
+    out = {"cells": add(lambda r: r["cells"]), "memory_bits": add(lambda r: r["memory_bits"])}
+    for fam in ("ecp5", "xc7", "ice40"):
+        keys = [k for k, v in report["core"][fam].items() if isinstance(v, (int, float))
+                and not isinstance(v, bool) and k != "wrapper_ff"]
+        out[fam] = {k: add(lambda r: r[fam].get(k, 0)) for k in keys}
+    fmax = [report[p]["ecp5"].get("fmax_mhz") for p in CORE_PARTS.values()]
+    out["ecp5"]["fmax_mhz"] = min(fmax) if all(fmax) else None
+    if not all(fmax):
+        out["ecp5"]["pnr"] = "a block's Fmax is missing"
+    dre = lambda get: sum(get(report[b]) for b in DRE) / max(1, add(get))
+    out["dre_share"] = {"cells": dre(lambda r: r["cells"]),
+                        "memory_bits": dre(lambda r: r["memory_bits"]),
+                        "lut4": dre(lambda r: r["ecp5"]["lut4"]),
+                        "ff": dre(lambda r: r["ecp5"]["ff"]),
+                        "bram": dre(lambda r: r["ecp5"]["bram"])}
+    return out
 
 
 def main(argv=None) -> int:
@@ -219,7 +282,8 @@ def main(argv=None) -> int:
             ap.error(f"unknown block {name!r}; blocks: {', '.join(BLOCKS)}")
         print(f"synthesising {name} ...", flush=True)
         report[name] = synth_block(name, BLOCKS[name].from_config(cfg),
-                                   Path(args.out) / name, pnr=not args.no_pnr)
+                                   Path(args.out) / name, pnr=not args.no_pnr,
+                                   black_boxes=tuple(CORE_PARTS) if name == "core" else ())
         r = report[name]
         print(f"  {r['cells']} cells, {r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "
               f"LUT4, {r['ecp5']['ff']} FF, {r['ecp5']['bram']} BRAM, "

@@ -362,6 +362,8 @@ class VrexCore(wiring.Component):
         fetched = Signal(24)        # the selected clusters' past tokens
         i = Signal(16)
         attend_len = Signal(24)
+        # the next head's counts list, taken during this head's attention
+        pre = SimpleNamespace(issued=Signal(), done=Signal(), err=Signal())
 
         # the HCU's assignments of a group's tokens, in order
         aq = fifo.SyncFIFOBuffered(width=len(h.o.payload.cluster), depth=cfg.core_max_tokens)
@@ -456,14 +458,9 @@ class VrexCore(wiring.Component):
                     m.next = "H_COUNTS"
 
             # --- per KV head: counts, score, select, attend ---------------------------
-            with m.State("H_COUNTS"):
-                kvmu_cmd(op=KvMemoryManager.CAND, layer=dsc["layer"], group=gi, head=gj,
-                         step=dsc["step"], counts=1)
-                m.d.sync += [ncand.eq(0), cw.eq(0), nsel.eq(0), fetched.eq(0), x.phase.eq(1)]
-                with m.If(k.i_cmd.ready):
-                    m.next = "H_COUNTS_RX"
-            with m.State("H_COUNTS_RX"):
-                m.d.comb += x.cand_take.eq(1)
+            def take_counts():
+                """A candidate list's beat on ``o_cand``: its count into the counts memory
+                (``n`` a word), the last partial word on the list's end."""
                 oc = k.o_cand
                 lane = ncand[:exact_log2(n)] if n > 1 else Const(0, 1)
                 with m.If(oc.valid & ~oc.payload.end):
@@ -477,18 +474,39 @@ class VrexCore(wiring.Component):
                             Cat(*[cw[ln] for ln in range(n - 1)], oc.payload.count))
                         m.d.sync += cw.eq(0)
                 with m.If(oc.valid & oc.payload.end):
-                    with m.If(oc.payload.error):
-                        raise_error(_E["KV_CLUSTER_LOST"][0])
                     with m.If(ncand[:exact_log2(n)] != 0 if n > 1 else Const(0)):
                         m.d.comb += [cm_w.addr.eq(ncand >> exact_log2(n)), cm_w.en.eq(1),
                                      cm_w.data.eq(cw)]
-                    with m.If(ncand == 0):
-                        m.next = "H_ATTEND"
-                    with m.Elif((ncand > brows) | (ncand > cfg.wtu_row_entries)):
-                        raise_error(_E["CORE_LIMIT"][0])
-                        m.next = "H_NEXT"
-                    with m.Else():
-                        m.next = "H_SCORE"
+
+            def counts_taken(error):
+                """The list is in: score it, or attend without candidates, or refuse it."""
+                with m.If(error):
+                    raise_error(_E["KV_CLUSTER_LOST"][0])
+                with m.If(ncand == 0):
+                    m.next = "H_ATTEND"
+                with m.Elif((ncand > brows) | (ncand > cfg.wtu_row_entries)):
+                    raise_error(_E["CORE_LIMIT"][0])
+                    m.next = "H_NEXT"
+                with m.Else():
+                    m.next = "H_SCORE"
+
+            with m.State("H_COUNTS"):
+                m.d.sync += [nsel.eq(0), fetched.eq(0), x.phase.eq(1)]
+                with m.If(pre.done):
+                    # taken while the previous head attended
+                    m.d.sync += [pre.issued.eq(0), pre.done.eq(0)]
+                    counts_taken(pre.err)
+                with m.Else():
+                    kvmu_cmd(op=KvMemoryManager.CAND, layer=dsc["layer"], group=gi, head=gj,
+                             step=dsc["step"], counts=1)
+                    m.d.sync += [ncand.eq(0), cw.eq(0)]
+                    with m.If(k.i_cmd.ready):
+                        m.next = "H_COUNTS_RX"
+            with m.State("H_COUNTS_RX"):
+                m.d.comb += x.cand_take.eq(1)
+                take_counts()
+                with m.If(k.o_cand.valid & k.o_cand.payload.end):
+                    counts_taken(k.o_cand.payload.error)
             with m.State("H_SCORE"):
                 engine_cmd(kind=Kind.SCORE, m=rows, k=d, l=ncand, **beta)
                 with m.If(e.cmd.ready):
@@ -575,7 +593,23 @@ class VrexCore(wiring.Component):
                         raise_error(Mux(k.o_kv.payload.stale, _E["KV_STALE"][0],
                                         _E["BUS_READ"][0]),
                                     Mux(k.o_kv.payload.stale, 0, k.error_addr))
-                with m.If(x.attn_done & x.out.idle & (x.b_src == _SRC_DMA)):
+                # the overlap: once the fetches are in, the next head's counts list runs in
+                # the KVMU while the engine attends (the HC table is the step's, unchanged
+                # until the stores after the last head)
+                last_head = head == Hkv - 1
+                with m.If(~last_head & ~pre.issued & (x.b_src == _SRC_DMA)):
+                    kvmu_cmd(op=KvMemoryManager.CAND, layer=dsc["layer"],
+                             group=Mux(gj == hpg - 1, gi + 1, gi),
+                             head=Mux(gj == hpg - 1, 0, gj + 1), step=dsc["step"], counts=1)
+                    with m.If(k.i_cmd.ready):
+                        m.d.sync += [pre.issued.eq(1), ncand.eq(0), cw.eq(0)]
+                with m.If(pre.issued & ~pre.done):
+                    m.d.comb += x.cand_take.eq(1)
+                    take_counts()
+                    with m.If(k.o_cand.valid & k.o_cand.payload.end):
+                        m.d.sync += [pre.done.eq(1), pre.err.eq(k.o_cand.payload.error)]
+                with m.If(x.attn_done & x.out.idle & (x.b_src == _SRC_DMA) &
+                          (last_head | pre.done)):
                     m.next = "H_NEXT"
             with m.State("H_NEXT"):
                 m.d.sync += [head.eq(head + 1), ptr.q.eq(ptr.q + rows * d),
@@ -697,6 +731,7 @@ class VrexCore(wiring.Component):
                     with m.If(grp == G - 1):
                         m.next = "FINISH"
                     with m.Else():
+                        m.d.sync += x.phase.eq(3)
                         m.next = "G_HASH"
             with m.State("FINISH"):
                 with m.If(x.dma.idle & x.out.idle & ~k.busy & (pq.level == 0) &
