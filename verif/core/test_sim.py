@@ -84,11 +84,12 @@ def test_core_limit_is_reported_and_the_stream_goes_on():
     assert info["perf"]["kvmu_stored_tokens"] == stored
 
 
-@pytest.mark.parametrize("layers, kv_heads, contexts, bus, latency, pauses", [
-    (2, 1, 1, 16, 0, 0.0),          # two layers' windows through one context
-    (2, 2, 3, 8, 5, 0.3),           # per-head hash groups: four windows on three contexts
+@pytest.mark.parametrize("layers, kv_heads, contexts, bus, n_hp, latency, pauses", [
+    (2, 1, 1, 16, 32, 0, 0.0),      # two layers' windows through one context
+    (2, 1, 1, 8, 64, 3, 0.0),       # 16-byte context words on an 8-byte bus
+    (2, 2, 3, 8, 32, 5, 0.3),       # per-head hash groups: four windows on three contexts
 ])
-def test_core_windows_through_memory(layers, kv_heads, contexts, bus, latency, pauses):
+def test_core_windows_through_memory(layers, kv_heads, contexts, bus, n_hp, latency, pauses):
     """A build holding fewer cluster windows than the model has: every hash, cluster,
     selection, fetched token and output row still equals golden.core.run_stream; the
     windows were swapped (the counter) and the images are in the CTX_BASE area."""
@@ -98,7 +99,8 @@ def test_core_windows_through_memory(layers, kv_heads, contexts, bus, latency, p
     tr, qt = synthetic_stream(5, **geo)
     cfg = tiny_config("tuned", n_layers=layers, n_kv_heads=kv_heads, n_q_heads=2 * kv_heads,
                       hash_scope="per_head" if kv_heads > 1 else "concat",
-                      hcu_contexts=contexts, kvmu_bus_bytes=bus, kvmu_blocks=128)
+                      hcu_contexts=contexts, kvmu_bus_bytes=bus, kvmu_blocks=128, n_hp=n_hp,
+                      attn_b_rows=max(32, n_hp))
     assert cfg.contexts < cfg.windows
     plan = plan_stream(tr, qt, cfg)
     obs, info = run_core(plan, latency=latency, bus_pauses=pauses, seed=7,

@@ -29,3 +29,22 @@ def test_synth_flow_small_hcu():
     assert set(blk["ice40"]) >= {"lc", "ff", "dsp", "bram"}
     md = (out / "report.md").read_text()
     assert BANNER in md and "window 16" in md
+
+
+def test_core_total_adds_the_blocks_to_the_core_logic():
+    """The core is synthesised with its blocks as black boxes; its total adds each block's
+    own figures and the DRE's share is HCU + WTU + KVMU over that total."""
+    from synth.run import core_total
+
+    def fig(k):
+        return {"cells": 100 * k, "memory_bits": 10 * k,
+                "ecp5": {"lut4": 10 * k, "ff": 20 * k, "bram": k, "dsp": 0, "wrapper_ff": 7,
+                         "fmax_mhz": 40.0 + k},
+                "xc7": {"lut": 9 * k, "ff": 20 * k, "bram36": k / 2, "dsp": 0},
+                "ice40": {"lc": 11 * k, "ff": 20 * k, "bram": 2 * k, "dsp": 0}}
+    report = {"core": fig(1), "attn": fig(4), "hcu": fig(2), "wtu": fig(3), "kvmu": fig(5)}
+    t = core_total(report)
+    assert t["cells"] == 1500 and t["ecp5"]["lut4"] == 150 and t["xc7"]["bram36"] == 7.5
+    assert "wrapper_ff" not in t["ecp5"] and t["ecp5"]["fmax_mhz"] == 42.0
+    assert abs(t["dre_share"]["lut4"] - 10 / 15) < 1e-12
+    assert core_total({k: v for k, v in report.items() if k != "attn"}) is None
