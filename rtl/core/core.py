@@ -190,9 +190,9 @@ class VrexCore(wiring.Component):
         hpg = cfg.heads_per_group
         ab = cfg.kvmu_addr_bits
         k = self.kvmu
-        near_slots, far_slots = Signal(32), Signal(32)
         x.ctx_base = Signal(ab)
-        m.d.sync += [near_slots.eq(regs.near_blocks // hpg), far_slots.eq(regs.far_blocks // hpg)]
+        near_slots = self._per_group(m, regs.near_blocks, hpg, "near_slots")
+        far_slots = self._per_group(m, regs.far_blocks, hpg, "far_slots")
         m.d.comb += [
             k.near_base.eq(Cat(regs.near_base_lo, regs.near_base_hi)[:ab]),
             k.far_base.eq(Cat(regs.far_base_lo, regs.far_base_hi)[:ab]),
@@ -223,6 +223,32 @@ class VrexCore(wiring.Component):
                 perf.append(getattr(blk.perf, c))
         for i, v in enumerate(perf):
             m.d.comb += regs.perf_in[i].eq(v)
+
+    @staticmethod
+    def _per_group(m, blocks, hpg: int, name: str):
+        """``blocks // hpg`` of a register (KV blocks to logical blocks of a hash group): a
+        shift when ``hpg`` is a power of two, else a restoring divider, a quotient bit a
+        cycle, run again whenever the register changes (its result follows a write within
+        33 cycles; a combinational divider would cost thousands of gates for a value the
+        host writes once)."""
+        if hpg & (hpg - 1) == 0:
+            return blocks >> exact_log2(hpg)
+        out = Signal(32, name=name)
+        src = Signal(32, name=f"{name}_src")
+        busy = Signal(name=f"{name}_busy")
+        k = Signal(5, name=f"{name}_bit")
+        rem = Signal(range(2 * hpg), name=f"{name}_rem")
+        quo = Signal(32, name=f"{name}_quo")
+        with m.If(~busy & (blocks != src)):
+            m.d.sync += [src.eq(blocks), busy.eq(1), k.eq(31), rem.eq(0), quo.eq(0)]
+        with m.If(busy):
+            r2 = Cat(src.bit_select(k, 1), rem)
+            ge = r2 >= hpg
+            m.d.sync += [rem.eq(Mux(ge, r2 - hpg, r2)), quo.eq(Cat(ge, quo[:31])),
+                         k.eq(k - 1)]
+            with m.If(k == 0):
+                m.d.sync += [busy.eq(0), out.eq(Cat(ge, quo[:31]))]
+        return out
 
     def _bus(self, m, x):
         j, k = x.join, self.kvmu

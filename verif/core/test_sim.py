@@ -111,3 +111,29 @@ def test_core_windows_through_memory(layers, kv_heads, contexts, bus, n_hp, late
     assert info["perf"]["core_swap"] > 0
     checked, bad = compare_windows(plan, info["mem"].read_bytes)
     assert checked and not bad, (checked, bad)
+
+
+@pytest.mark.parametrize("hpg", [1, 3, 4, 7])
+def test_blocks_per_group_follows_the_register(hpg):
+    """NEAR_BLOCKS and FAR_BLOCKS count KV blocks; the KVMU takes logical blocks of a hash
+    group (``blocks // hpg``): a shift, or a divider a bit a cycle that follows each write
+    within 33 cycles."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+    from rtl.core.core import VrexCore
+    m = Module()
+    blocks = Signal(32)
+    out = VrexCore._per_group(m, blocks, hpg, "slots")
+    m.d.sync += Signal(name="tick").eq(1)       # a clock domain also for the shift
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    seen = []
+
+    async def bench(ctx):
+        for v in (0, 1, 2, 3, 4095, 4096, 123457, (1 << 32) - 1, 17):
+            ctx.set(blocks, v)
+            await ctx.tick().repeat(34)
+            seen.append((v, ctx.get(out)))
+    sim.add_testbench(bench)
+    sim.run()
+    assert all(got == v // hpg for v, got in seen), seen
