@@ -144,18 +144,19 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     hs, st = f["hash"], f["store"]
     groups = g["G"] if T else 0
     hs["group"] = float(groups)
-    hs["centre_sums"] = T * g["hpg"] * d / bus if centre else 0.0
+    TG = T * groups                 # token-groups: every hash group hashes and stores T
+    hs["centre_sums"] = TG * g["hpg"] * d / bus if centre else 0.0
     hs["centre_biases"] = groups * (g["n_hp"] * g["hash_dim"] / bus + g["n_hp"] * 34) \
         if centre else 0.0
     hs["centre_trips"] = 2 * groups * lat if centre else 0.0
     hash_tok = g["hash_dim"] * g["n_hp"] / (n * n)
     store_tok = g["hpg"] * (2 * d + 8 * d) / bus
     st["group"] = float(groups)
-    st["tokens"] = float(T)
-    st["store_heads"] = float(T * g["hpg"])
-    st["store_beats"] = T * store_tok
-    st["hash_excess"] = T * max(0.0, hash_tok - store_tok)
-    st["token_trips"] = T * g["hpg"] * lat
+    st["tokens"] = float(TG)
+    st["store_heads"] = float(TG * g["hpg"])
+    st["store_beats"] = TG * store_tok
+    st["hash_excess"] = TG * max(0.0, hash_tok - store_tok)
+    st["token_trips"] = TG * g["hpg"] * lat
     sw = f["swap"]
     saves, loads = row.get("saves", 0), row.get("loads", 0)
     words = g.get("ctx_words", 0)
@@ -309,6 +310,9 @@ PAPER = dict(
     # frames of 10 tokens (VideoLLM-online: the CLS token and 3 x 3 pooled patches); 24
     # sink tokens (the prompt, as in the bundled trace)
     frame_tokens=10, sinks=24,
+    # the HCU holds 2 of the 32 layers' cluster windows (1024 entries, 8-byte context
+    # words): every layer saves one window and loads its own each frame
+    window=1024, hcu_lanes=16, contexts=2, ctx_word_bytes=8,
 )
 
 
@@ -328,8 +332,13 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
     n, d, H = P["n"], P["head_dim"], P["n_kv_heads"]
     gq = P["n_q_heads"] // H
     per_core = max(1, H // P["cores"])
+    words = 1 + P["window"]
     one = dict(n=n, bus=P["bus"], d=d, gq=gq, hpg=H, G=1, H=per_core,
-               hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"], reads=P["max_reads"])
+               hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"], reads=P["max_reads"],
+               window=P["window"], hcu_lanes=P["hcu_lanes"],
+               ctx_words=-(-words * P["ctx_word_bytes"] // P["bus"]) * P["bus"]
+               // P["ctx_word_bytes"], ctx_parts=P["bus"] // P["ctx_word_bytes"])
+    swaps = int(P["contexts"] < P["n_layers"])
     hz = P["clock_mhz"] * 1e6
     t, L = P["frame_tokens"], P["n_layers"]
     params = (P["hidden"] * (P["n_q_heads"] + 2 * H) * d + P["n_q_heads"] * d * P["hidden"]
@@ -343,12 +352,13 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
         S = max(1, round(P["retrieved"] * C))
         l = P["sinks"] + fetched + t
         heads = [{"cand": C, "sel": S, "fetched": fetched, "attended": l}] * per_core
-        row = {"tokens": t, "sinks": P["sinks"], "hashed": t, "heads": heads}
+        row = {"tokens": t, "sinks": P["sinks"], "hashed": t, "heads": heads,
+               "saves": swaps, "loads": swaps}
         ph = predict(coef, features(row, one, P["latency"], centre=False))
         core = ph["predict"] + ph["attend"]
         byts = H * (2 * fetched * d * P["kv_bytes"] + C * 4 * d + gq * t * d * 3
                     + 2 * t * d * P["kv_bytes"]) + t * H * d * (2 * P["kv_bytes"] + 8)
-        layer = max(core, byts / P["shared_bus"]) + ph["hash"] + ph["store"]
+        layer = max(core, byts / P["shared_bus"]) + ph["hash"] + ph["swap"] + ph["store"]
         far = max(0, past - P["near_capacity_tokens"]) / past if past else 0.0
         ssd_s = (L * H * fetched * far * 2 * d * P["kv_bytes"] / (P["ssd_gbps"] * 1e9)
                  + (P["ssd_latency_us"] * 1e-6 * L if far else 0.0))

@@ -119,7 +119,8 @@ class VrexCore(wiring.Component):
     @property
     def memory_bits(self) -> int:
         """Bits of every memory: the blocks' and the core's own (read DMA buffer, the HCU's
-        assignments of a step, candidate counts and selections, centring sums)."""
+        assignments of a step, candidate counts and selections, centring sums, the image
+        writer's queues)."""
         cfg = self._cfg
         blocks = sum(getattr(b, "memory_bits", 0) for b in (self.engine, self.hcu, self.wtu,
                                                              self.kvmu))
@@ -127,9 +128,8 @@ class VrexCore(wiring.Component):
                + cfg.core_max_tokens * cfg.cluster_id_bits
                + cfg.attn_b_rows * (cfg.count_bits + cfg.cluster_id_bits)
                + cfg.n_layers * cfg.hash_groups * (cfg.hash_dim * 32 + 32))
-        if self.swaps:
-            own += (cfg.contexts * (ceil_log2(cfg.windows) + 1) + cfg.windows
-                    + 8 * (cfg.ctx_word_bytes + cfg.kvmu_bus_bytes))
+        if self.swaps:          # the image writer's burst lengths and addresses
+            own += 8 * (8 + cfg.kvmu_addr_bits)
         return blocks + own
 
     @property
