@@ -52,6 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vrex.config import ctx_image_bytes as image_bytes
+
 __all__ = ["PHASES", "descriptor_sizes", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
 
@@ -80,7 +82,8 @@ def _geometry(cfg) -> dict:
                 reads=cfg.kvmu_max_reads,
                 table=cfg.n_layers * cfg.hash_groups * cfg.kvmu_clusters,
                 window=cfg.window, hcu_lanes=cfg.hcu_lanes,
-                ctx_words=cfg.ctx_image_bytes // cfg.ctx_word_bytes,
+                ctx_words=image_bytes(cfg.window, cfg.ctx_word_bytes, cfg.kvmu_bus_bytes)
+                // cfg.ctx_word_bytes,
                 ctx_parts=max(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes)
                 // min(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes))
 
@@ -158,12 +161,11 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     st["hash_excess"] = TG * max(0.0, hash_tok - store_tok)
     st["token_trips"] = TG * g["hpg"] * lat
     sw = f["swap"]
-    saves, loads = row.get("saves", 0), row.get("loads", 0)
-    words = g.get("ctx_words", 0)
-    parts = g.get("ctx_parts", 1)
+    saves, loads = row.get("saves", 0), row.get("loads", 0)    # a row without: no moves
+    words, parts = g["ctx_words"], g["ctx_parts"]
     rate = (parts + 1) / parts if parts > 1 else 1.0     # the converter's gap a bus word
     sw["move"] = float(loads + row.get("flushes", 0))
-    sw["save"] = saves * (words * rate + g.get("window", 0) / g.get("hcu_lanes", 1))
+    sw["save"] = saves * (words * rate + g["window"] / g["hcu_lanes"])
     sw["load"] = loads * words * rate
     sw["trips"] = (saves + loads) * lat
     return f
@@ -204,7 +206,7 @@ def _rows(runs: dict, cfgs: dict):
             for i, r in enumerate(p["rows"]):
                 r = dict(r, first=i == 0)       # after a (soft) reset: the KVMU's table init
                 out.append((name, role, features(r, g, lat, preset == "tuned"),
-                            {ph: r.get(ph, 0) for ph in PHASES}))
+                            {ph: r[ph] for ph in PHASES}))
     return out
 
 
@@ -225,10 +227,7 @@ def fit(rows) -> dict:
 
 
 def predict(coef: dict, f: dict) -> dict:
-    """``phase -> cycles`` of one descriptor's features (a phase the coefficients lack, as
-    a fit from before it existed: none)."""
-    return {ph: sum(coef.get(ph, {}).get(t, 0.0) * v for t, v in f[ph].items())
-            for ph in PHASES}
+    return {ph: sum(coef[ph][t] * v for t, v in f[ph].items()) for ph in PHASES}
 
 
 # the coefficients ``make cycles`` fitted last (``verif.core.cycles --save``), with the runs
@@ -332,11 +331,10 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
     n, d, H = P["n"], P["head_dim"], P["n_kv_heads"]
     gq = P["n_q_heads"] // H
     per_core = max(1, H // P["cores"])
-    words = 1 + P["window"]
     one = dict(n=n, bus=P["bus"], d=d, gq=gq, hpg=H, G=1, H=per_core,
                hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"], reads=P["max_reads"],
                window=P["window"], hcu_lanes=P["hcu_lanes"],
-               ctx_words=-(-words * P["ctx_word_bytes"] // P["bus"]) * P["bus"]
+               ctx_words=image_bytes(P["window"], P["ctx_word_bytes"], P["bus"])
                // P["ctx_word_bytes"], ctx_parts=P["bus"] // P["ctx_word_bytes"])
     swaps = int(P["contexts"] < P["n_layers"])
     hz = P["clock_mhz"] * 1e6

@@ -26,8 +26,15 @@ from dataclasses import dataclass, fields
 
 from . import rules
 
-__all__ = ["Config", "ConfigError", "PRESETS", "SECTIONS", "unsigned_fixed"]
+__all__ = ["Config", "ConfigError", "PRESETS", "SECTIONS", "ctx_image_bytes", "unsigned_fixed"]
 
+
+
+def ctx_image_bytes(window: int, word_bytes: int, bus_bytes: int) -> int:
+    """Bytes of one saved cluster window: its header and ``window`` entries, a context word
+    of ``word_bytes`` each, in whole words of the bus (or of a context word, if wider)."""
+    step = max(word_bytes, bus_bytes)
+    return -(-(1 + window) * word_bytes // step) * step
 
 class ConfigError(rules.ParameterError):
     """A configuration field holds a value that no build accepts."""
@@ -336,10 +343,9 @@ class Config:
 
     @property
     def ctx_image_bytes(self) -> int:
-        """Bytes of one saved cluster window (the header and ``window`` entries, whole bus
-        words): the stride of the area at ``CTX_BASE``."""
-        step = max(self.ctx_word_bytes, self.kvmu_bus_bytes)
-        return -(-(1 + self.window) * self.ctx_word_bytes // step) * step
+        """Bytes of one saved cluster window (:func:`ctx_image_bytes`): the stride of the
+        area at ``CTX_BASE``."""
+        return ctx_image_bytes(self.window, self.ctx_word_bytes, self.kvmu_bus_bytes)
 
     @property
     def hcu_window_bytes(self) -> int:

@@ -15,6 +15,27 @@ _AR = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arp
 _AW = ("awid", "awaddr", "awlen", "awsize", "awburst", "awlock", "awcache", "awprot")
 
 
+def write_responses(m, w, outstanding: int):
+    """The write responses of ``w`` (a writer with the ``m_axi_aw*``, ``_w*``, ``_b*``
+    channels, ``error``, ``error_addr`` and ``clear``): every B taken, the bursts whose
+    address went out and whose response has not come counted (returned, at most
+    ``outstanding``), their addresses queued in order so that the first failing one lands in
+    the sticky ``error_addr``; ``clear`` resets ``error``."""
+    s = lambda n: getattr(w, f"m_axi_{n}")
+    pend = Signal(range(outstanding + 1))
+    issued, answered = s("awvalid") & s("awready"), s("bvalid")
+    aq = fifo.SyncFIFOBuffered(width=len(s("awaddr")), depth=outstanding)
+    m.submodules.addrs = aq
+    m.d.comb += [s("bready").eq(1), aq.w_data.eq(s("awaddr")), aq.w_en.eq(issued),
+                 aq.r_en.eq(answered)]
+    m.d.sync += pend.eq(pend + issued - answered)
+    with m.If(w.clear):
+        m.d.sync += w.error.eq(0)
+    with m.Elif(answered & (s("bresp") != 0) & ~w.error):
+        m.d.sync += [w.error.eq(1), w.error_addr.eq(aq.r_data)]
+    return pend
+
+
 class DmaReader(wiring.Component):
     """Reads jobs (``addr``, ``beats`` of ``bus_bytes``, ``dest``) as INCR bursts of at most
     ``burst`` beats (and never across 4 KB) on the read half of ``m_axi`` with ID 1, and
@@ -167,19 +188,16 @@ class ImageWriter(wiring.Component):
         with m.If(self.job.valid & ~active & (self.job.payload.beats != 0)):
             m.d.sync += [active.eq(1), addr.eq(self.job.payload.addr),
                          rem.eq(self.job.payload.beats)]
-        # bursts whose address went out, their lengths in order for W; their addresses
-        # in order for B
-        pend = Signal(range(self._outstanding + 1))
+        pend = write_responses(m, self, self._outstanding)
+        # the lengths of the bursts whose address went out, in order for W
         lens = fifo.SyncFIFOBuffered(width=8, depth=self._outstanding)
-        addrs = fifo.SyncFIFOBuffered(width=self._addr_bits, depth=self._outstanding)
-        m.submodules.lens, m.submodules.addrs = lens, addrs
-        issued, answered = Signal(), Signal()
+        m.submodules.lens = lens
+        issued = Signal()
         m.d.comb += [s("awid").eq(1), s("awaddr").eq(addr), s("awlen").eq(beats - 1),
                      s("awsize").eq(lg), s("awburst").eq(1), s("awcache").eq(0b0011),
                      s("awvalid").eq(active & (pend < self._outstanding) & lens.w_rdy),
                      issued.eq(s("awvalid") & s("awready")),
-                     lens.w_data.eq(beats - 1), lens.w_en.eq(issued),
-                     addrs.w_data.eq(addr), addrs.w_en.eq(issued)]
+                     lens.w_data.eq(beats - 1), lens.w_en.eq(issued)]
         with m.If(issued):
             m.d.sync += [addr.eq(addr + (beats << lg)), rem.eq(rem - beats)]
             with m.If(rem == beats):
@@ -194,12 +212,6 @@ class ImageWriter(wiring.Component):
             with m.If(s("wlast")):
                 m.d.comb += lens.r_en.eq(1)
                 m.d.sync += k.eq(0)
-        m.d.comb += [s("bready").eq(1), answered.eq(s("bvalid")), addrs.r_en.eq(answered)]
-        m.d.sync += pend.eq(pend + issued - answered)
-        with m.If(self.clear):
-            m.d.sync += self.error.eq(0)
-        with m.Elif(answered & (s("bresp") != 0) & ~self.error):
-            m.d.sync += [self.error.eq(1), self.error_addr.eq(addrs.r_data)]
         m.d.comb += self.idle.eq(~active & ~self.job.valid & (pend == 0) & ~lens.r_rdy)
         return m
 
@@ -240,7 +252,7 @@ class OutputWriter(wiring.Component):
         addr = Signal(self._addr_bits)
         m.d.comb += addr.eq(self.base + ((self.i.payload.row * self._row_values +
                                           self.i.payload.col) << 1))
-        pend = Signal(range(self._outstanding + 1))
+        pend = write_responses(m, self, self._outstanding)
         have, aw_sent = Signal(), Signal()
         buf, baddr, k = Signal(8 * max(nb, bus)), Signal(self._addr_bits), Signal(range(beats + 1))
         m.d.comb += self.i.ready.eq(~have)
@@ -264,17 +276,6 @@ class OutputWriter(wiring.Component):
             m.d.sync += k.eq(k + 1)
             with m.If(k == beats - 1):
                 m.d.sync += [have.eq(0), self.bursts.eq(self.bursts + 1)]
-        m.d.comb += s("bready").eq(1)
-        issued = s("awvalid") & s("awready")
-        answered = s("bvalid")
-        m.d.sync += pend.eq(pend + issued - answered)
-        aq = fifo.SyncFIFOBuffered(width=self._addr_bits, depth=self._outstanding)
-        m.submodules.addrs = aq
-        m.d.comb += [aq.w_data.eq(s("awaddr")), aq.w_en.eq(issued), aq.r_en.eq(answered)]
-        with m.If(self.clear):
-            m.d.sync += self.error.eq(0)
-        with m.Elif(answered & (s("bresp") != 0) & ~self.error):
-            m.d.sync += [self.error.eq(1), self.error_addr.eq(aq.r_data)]
         m.d.comb += self.idle.eq(~have & (pend == 0) & ~self.i.valid)
         return m
 
