@@ -63,7 +63,7 @@ synth: $(STAMP)
 	$(PY) -m synth.run $(if $(CONFIG),--config $(CONFIG))
 
 bench: $(STAMP)
-	$(PY) -m golden.bench --trace $(TRACE)
+	$(PY) -m golden.bench --jobs $(JOBS)
 	$(PY) -m verif.bench $(if $(CONFIG),--config $(CONFIG))
 	$(PY) -m verif.core.cycles --jobs $(JOBS)
 

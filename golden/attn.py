@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import ExpUnit, hash_bits, project
+from .numerics import ExpUnit, hash_bits, int_matmul, project
 
 __all__ = ["gemm", "gemm_tiles", "gemm_rows", "hash_words", "ExpUnit", "exp_registers",
            "score_rows", "attend_mask", "attend", "attend_rows"]
@@ -18,7 +18,7 @@ __all__ = ["gemm", "gemm_tiles", "gemm_rows", "hash_words", "ExpUnit", "exp_regi
 
 def gemm(a, b) -> np.ndarray:
     """``A·Bᵀ`` of int8 ``a [M, K]`` and ``b [L, K]``, exact, int64 ``[M, L]``."""
-    return np.asarray(a, np.int64) @ np.asarray(b, np.int64).T
+    return int_matmul(a, np.asarray(b).T)
 
 
 def _pad(x, rows: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .job import format_table, run_job
+from .pool import default_jobs
 from .trace import TraceError, load_trace
 
 DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "data" / "carphone_cut.npz"
@@ -18,6 +19,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="build/golden", help="output folder (a subfolder per trace)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--no-figures", action="store_true")
+    ap.add_argument("--jobs", type=int, default=default_jobs(),
+                    help="processes for the independent runs and the evaluation (default: "
+                         "the usable cores); the results do not depend on it")
     ap.add_argument("--near-share", type=float, default=0.5,
                     help="near-tier capacity as a share of the blocks the stream needs (0.5)")
     args = ap.parse_args(argv)
@@ -30,7 +34,7 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out) / trace.name
     summary = run_job(trace, out, progress=not args.quiet, figures=not args.no_figures,
-                      near_share=args.near_share)
+                      near_share=args.near_share, jobs=args.jobs)
     print(format_table(summary))
     print(f"wrote {out / 'summary.json'}" + ("" if args.no_figures else
           f", {out / 'retrieval.png'}, {out / 'pareto.png'}"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from . import baselines
 from vrex.config import Config
 from .kvmu import fetch_cost, simulate_layout
 from .metrics import aggregate, evaluate
+from .pool import map_forked
 from .resv import run_resv, sink_count
 from .trace import Trace, quantise
 
@@ -85,9 +87,11 @@ def _stage_ratios(mask: np.ndarray, trace: Trace, n_sink: int, stage: np.ndarray
 
 
 def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool = True,
-            sweeps: dict | None = None, near_share: float = 0.5) -> dict:
+            sweeps: dict | None = None, near_share: float = 0.5, jobs: int = 1) -> dict:
     """Run every method; ``near_share``: the near tier holds that share of the blocks a
-    sequential layout of the whole trace needs (the rest of the stream goes far)."""
+    sequential layout of the whole trace needs (the rest of the stream goes far). ``jobs``:
+    processes for the independent runs and the evaluation (:mod:`golden.pool`); the
+    results do not depend on it. ``timing_s`` holds each run's own time."""
     sweeps = SWEEPS if sweeps is None else sweeps
     prog = Progress(progress)
     t_start = time.time()
@@ -103,59 +107,75 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     def knobs(m):
         return sorted(set(sweeps.get(m, [])) | {DEFAULT_KNOBS[m]})
 
-    runs, masks = {}, {}
+    # every run that needs no other run's result, as one task each (in parallel with jobs)
+    tasks = {}
     for name, cfg, clustering in (
+            ("resv_noclust", cfgs["resv"], False),         # the longest first
             ("resv", cfgs["resv"], True), ("resv_tuned", cfgs["resv_tuned"], True),
             ("resv_cf", cfgs["resv"].replace(order="cluster_first"), True),
-            ("resv_tuned_cf", cfgs["resv_tuned"].replace(order="cluster_first"), True),
-            ("resv_noclust", cfgs["resv"], False)):
-        t0 = time.time()
-        r = run_resv(trace, qt, cfg, knobs(name), clustering=clustering, progress=prog(name))
-        timing[name] = time.time() - t0
-        runs[name] = r
-        for th, m in r.masks.items():
-            masks[(name, th)] = m
-    float_agree, exact_ratio, seed_masks, same_partition = {}, {}, {}, {}
+            ("resv_tuned_cf", cfgs["resv_tuned"].replace(order="cluster_first"), True)):
+        tasks[name] = partial(run_resv, trace, qt, cfg, knobs(name), clustering=clustering,
+                              progress=prog(name))
     for name in ("resv", "resv_tuned"):
         cfg = cfgs[name]
         # the float reference (exact WiCSum) over the same Th_r sweep: its curve, so the
         # integer mode is compared with it at the same ratio (the "_float" curves)
-        rf = run_resv(trace, None, cfg.replace(numerics="float", wicsum="exact"),
-                      knobs(name), progress=prog(name + " (float)"))
-        runs[name + "_float"] = rf
-        for th, m in rf.masks.items():
-            masks[(name + "_float", th)] = m
-        float_agree[name] = _jaccard(runs[name].masks[cfg.th_r], rf.masks[cfg.th_r])
-        # the float mode on the integer run's own clusters: the numerics' share alone
-        rp = run_resv(trace, None, cfg.replace(numerics="float", wicsum="exact"), [cfg.th_r],
-                      partition=runs[name].cluster_of)
-        same_partition[name] = _jaccard(runs[name].masks[cfg.th_r], rp.masks[cfg.th_r])
+        tasks[name + "_float"] = partial(run_resv, trace, None, cfg.replace(
+            numerics="float", wicsum="exact"), knobs(name), progress=prog(name + " (float)"))
         # other hyperplane seeds at the default Th_r: the spread of the headline figures
         for k in range(1, SEEDS):
-            rs = run_resv(trace, qt, cfg.replace(hp_seed=cfg.hp_seed + k), [cfg.th_r])
-            masks[(f"{name}_seed{k}", cfg.th_r)] = rs.masks[cfg.th_r]
-            seed_masks.setdefault(name, []).append(rs.masks[cfg.th_r])
+            tasks[f"{name}_seed{k}"] = partial(run_resv, trace, qt,
+                                               cfg.replace(hp_seed=cfg.hp_seed + k), [cfg.th_r])
         # the same Th_r with exact WiCSum (integer and float), beside the bucketed walk's
-        ri = run_resv(trace, qt, cfg.replace(wicsum="exact"), [cfg.th_r])
-        exact_ratio[name] = {
-            "bucket": _stage_ratios(runs[name].masks[cfg.th_r], trace, n_sink, stage),
-            "exact_int": _stage_ratios(ri.masks[cfg.th_r], trace, n_sink, stage),
-            "exact_float": _stage_ratios(rf.masks[cfg.th_r], trace, n_sink, stage)}
+        tasks[name + "_exact"] = partial(run_resv, trace, qt, cfg.replace(wicsum="exact"),
+                                         [cfg.th_r])
     for name, fn in (("oracle_topk", baselines.oracle_topk),
                      ("quest", lambda t, n, f: baselines.quest(t, n, f, page=QUEST_PAGE)),
                      ("infinigen", lambda t, n, f: baselines.infinigen(t, n, f,
                                                                        INFINIGEN_DIMS)),
                      ("rekv", baselines.rekv)):
+        tasks[name] = partial(fn, trace, n_sink, knobs(name))
+    tasks["window"] = lambda: {f: baselines.window(trace, n_sink, f) for f in knobs("window")}
+
+    def timed(name):
         t0 = time.time()
-        for f, m in fn(trace, n_sink, knobs(name)).items():
-            masks[(name, f)] = m
-        timing[name] = time.time() - t0
-    t0 = time.time()
-    for f in knobs("window"):
-        masks[("window", f)] = baselines.window(trace, n_sink, f)
-    timing["window"] = time.time() - t0
+        return tasks[name](), time.time() - t0
+    done = map_forked(timed, list(tasks), jobs)
+    runs, masks = {}, {}
+    for name, (r, sec) in zip(tasks, done):
+        timing[name] = sec
+        if isinstance(r, dict):                 # a baseline's masks by budget
+            for f, m in r.items():
+                masks[(name, f)] = m
+        else:
+            runs[name] = r
+    for name in ("resv", "resv_cf", "resv_tuned", "resv_tuned_cf", "resv_noclust",
+                 "resv_float", "resv_tuned_float"):
+        for th, m in runs[name].masks.items():
+            masks[(name, th)] = m
     masks[("full", None)] = baselines.full(trace, n_sink)
     timing["full"] = 0.0
+
+    # the float mode on each integer run's own clusters: the numerics' share alone
+    same = dict(zip(("resv", "resv_tuned"), map_forked(
+        lambda name: run_resv(trace, None, cfgs[name].replace(numerics="float", wicsum="exact"),
+                              [cfgs[name].th_r], partition=runs[name].cluster_of).masks,
+        ("resv", "resv_tuned"), jobs)))
+    float_agree, exact_ratio, seed_masks, same_partition = {}, {}, {}, {}
+    for name in ("resv", "resv_tuned"):
+        cfg = cfgs[name]
+        rf = runs[name + "_float"]
+        float_agree[name] = _jaccard(runs[name].masks[cfg.th_r], rf.masks[cfg.th_r])
+        same_partition[name] = _jaccard(runs[name].masks[cfg.th_r], same[name][cfg.th_r])
+        for k in range(1, SEEDS):
+            m = runs[f"{name}_seed{k}"].masks[cfg.th_r]
+            masks[(f"{name}_seed{k}", cfg.th_r)] = m
+            seed_masks.setdefault(name, []).append(m)
+        exact_ratio[name] = {
+            "bucket": _stage_ratios(runs[name].masks[cfg.th_r], trace, n_sink, stage),
+            "exact_int": _stage_ratios(runs[name + "_exact"].masks[cfg.th_r], trace, n_sink,
+                                       stage),
+            "exact_float": _stage_ratios(rf.masks[cfg.th_r], trace, n_sink, stage)}
     pred_keys = {m: baselines.prediction_keys(m, trace, n_sink, page=QUEST_PAGE,
                                               r_frac=INFINIGEN_DIMS,
                                               candidates=runs[m].candidates if m in runs
@@ -167,7 +187,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     main = {m: (m, DEFAULT_KNOBS.get(m)) for m in METHODS}
     t0 = time.time()
     stats = evaluate(trace, masks, n_sink, qt=qt, int_methods=(main["resv"], main["resv_tuned"]),
-                     cfg=cfgs["resv"], progress=prog("evaluate"))
+                     cfg=cfgs["resv"], progress=prog("evaluate"), jobs=jobs)
     timing["evaluate"] = time.time() - t0
 
     # KV layouts: ReSV's clusters are contiguous; every other method uses arrival order

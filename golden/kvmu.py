@@ -513,14 +513,24 @@ def simulate_layout(owner: np.ndarray, bounds: np.ndarray, *, block_tokens: int,
 
 def fetch_cost(layout: Layout, masks: np.ndarray, bounds: np.ndarray, head_dim: int):
     """Bytes and bursts of every fetch, by tier, from the address-exact model: arrays
-    ``[L, S, Hkv]`` in a dict."""
+    ``[L, S, Hkv]`` in a dict. The same bursts as :meth:`KvMemory.fetch` (runs of consecutive
+    slots of a block, cut at 4 KB and at the longest burst), counted with array operations."""
     L, S, Hkv, T = masks.shape
     mem = layout.memory
-    if mem.geo.head_dim != head_dim:
-        raise ValueError(f"the layout was built for head_dim {mem.geo.head_dim}, not "
+    geo = mem.geo
+    if geo.head_dim != head_dim:
+        raise ValueError(f"the layout was built for head_dim {geo.head_dim}, not "
                          f"{head_dim}")
     out = {k: np.zeros((L, S, Hkv), np.int64)
            for k in ("bytes_near", "bytes_far", "bursts_near", "bursts_far")}
+    hpg = layout.heads_per_group
+    slot_of = np.full(layout.block_of.shape, -1, np.int64)
+    for (l, g, t), (_, slot) in mem.where.items():
+        slot_of[l, g, t] = slot
+    near_slot = np.array([b.near_slot for b in mem.blocks] or [0], np.int64)
+    far_slot = np.array([-1 if b.far_slot is None else b.far_slot for b in mem.blocks] or [0],
+                        np.int64)
+    tb, cap = geo.token_bytes, geo.max_burst_beats * geo.bus_bytes
     for l in range(L):
         for s in range(S):
             a = int(bounds[s])
@@ -528,10 +538,26 @@ def fetch_cost(layout: Layout, masks: np.ndarray, bounds: np.ndarray, head_dim: 
                 sel = np.flatnonzero(masks[l, s, h, :a])
                 if sel.size == 0:
                     continue
-                if (layout.block_of[l, h // layout.heads_per_group, sel] < 0).any():
+                g, j = divmod(h, hpg)
+                bid = layout.block_of[l, g, sel]
+                if (bid < 0).any():
                     raise AssertionError("a pinned sink token was selected for fetch")
-                bursts, _ = mem.fetch(s, l, h, sel)
-                for bu in bursts:
-                    out[f"bytes_{bu.tier}"][l, s, h] += bu.length
-                    out[f"bursts_{bu.tier}"][l, s, h] += 1
+                slot = slot_of[l, g, sel]
+                o = np.lexsort((slot, bid))
+                bid, slot = bid[o], slot[o]
+                start = np.flatnonzero(np.r_[True, (bid[1:] != bid[:-1]) |
+                                             (slot[1:] != slot[:-1] + 1)])
+                length = np.diff(np.r_[start, len(bid)]) * tb
+                rb = bid[start]
+                far = layout.far_from[rb] <= s
+                base = np.where(far, geo.far_base + (far_slot[rb] * hpg + j) * geo.block_bytes,
+                                geo.near_base + (near_slot[rb] * hpg + j) * geo.block_bytes)
+                addr = base + slot[start] * tb
+                inside = length <= BOUNDARY - addr % BOUNDARY     # no 4 KB boundary crossed
+                n = -(-length // cap)
+                for k in np.flatnonzero(~inside):
+                    n[k] = len(split_burst("", int(addr[k]), int(length[k]), geo))
+                for tier, m in (("near", ~far), ("far", far)):
+                    out[f"bytes_{tier}"][l, s, h] = length[m].sum()
+                    out[f"bursts_{tier}"][l, s, h] = n[m].sum()
     return out

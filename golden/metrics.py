@@ -31,19 +31,36 @@ STAT_KEYS = ("selected", "available", "rows", "recall", "cosine", "rel_l2",
 
 
 def evaluate(trace: Trace, masks: dict, n_sink: int, *, qt: QuantTrace | None = None,
-             int_methods=(), cfg=None, progress=None) -> dict:
+             int_methods=(), cfg=None, progress=None, jobs: int = 1) -> dict:
     """Per-(layer, step, KV head) sums for every method: ``{name: {key: [L, S, Hkv]}}``.
 
     Methods named in ``int_methods`` also run the integer light attention (numerics.md) on
-    their attended set and record its cosine against the float light attention.
+    their attended set and record its cosine against the float light attention. ``jobs``:
+    layers evaluated in that many processes (:func:`golden.pool.map_forked`).
     """
+    from .pool import map_forked
+    names = list(masks)
+    parts = [list(range(trace.n_layers))[i::jobs] for i in range(max(1, jobs))]
+    parts = [p for p in parts if p]
+    res = map_forked(lambda layers: _evaluate_layers(trace, masks, n_sink, layers, qt=qt,
+                                                     int_methods=int_methods, cfg=cfg),
+                     parts, jobs, done=progress)
+    st = {k: sum(r[k] for r in res) for k in STAT_KEYS}      # each part fills its layers
+    return {name: {k: st[k][i] for k in STAT_KEYS} for i, name in enumerate(names)}
+
+
+def _evaluate_layers(trace, masks, n_sink, layers, *, qt, int_methods, cfg) -> dict:
+    """:func:`evaluate`'s sums over ``layers``: ``{key: [methods, L, S, Hkv]}``, zero at
+    the other layers."""
     L, Hkv, T, d = trace.k.shape
     S = trace.n_steps
     G = trace.n_q_heads // Hkv
     bounds = trace.step_bounds()
     scale = 1.0 / math.sqrt(d)
-    out = {name: {k: np.zeros((L, S, Hkv)) for k in STAT_KEYS} for name in masks}
-    for l in range(L):
+    names = list(masks)
+    st = {k: np.zeros((len(names), L, S, Hkv)) for k in STAT_KEYS}     # every method at once
+    int_idx = [i for i, name in enumerate(names) if name in int_methods]
+    for l in layers:
         expu = None
         if int_methods:
             alpha = float(qt.scale_q[l] * qt.scale_k[l]) / math.sqrt(d)
@@ -54,6 +71,8 @@ def evaluate(trace: Trace, masks: dict, n_sink: int, *, qt: QuantTrace | None = 
                 continue
             causal = np.arange(b)[None, :] <= np.arange(a, b)[:, None]
             causal = np.tile(causal, (G, 1))
+            # every method's past columns at this (layer, step): [methods, Hkv, a - n_sink]
+            past = np.stack([masks[name][l, s, :, n_sink:a] for name in names])
             for h in range(Hkv):
                 rows = trace.q[l, h * G:(h + 1) * G, a:b].astype(np.float64).reshape(-1, d)
                 K = trace.k[l, h, :b].astype(np.float64)
@@ -63,34 +82,96 @@ def evaluate(trace: Trace, masks: dict, n_sink: int, *, qt: QuantTrace | None = 
                 Z = E.sum(axis=1)
                 O_full = (E @ V) / Z[:, None]
                 nf = np.linalg.norm(O_full, axis=1)
-                for name, m in masks.items():
+                # the sinks and the step's own tokens, attended by every method
+                base = np.r_[0:n_sink, a:b]
+                num0 = E[:, base] @ V[base]
+                z0 = E[:, base].sum(axis=1)
+                num, zm = _masked_sums(E[:, n_sink:a], V[n_sink:a], past[:, h])
+                num += num0
+                zm += z0
+                O = num / zm[:, :, None]                                # [methods, rows, d]
+                X = O - O_full
+                diff = np.sqrt(np.einsum("mrd,mrd->mr", X, X))
+                no = np.sqrt(np.einsum("mrd,mrd->mr", O, O))
+                cos = np.einsum("mrd,rd->mr", O, O_full) / np.maximum(no * nf, 1e-30)
+                at = (slice(None), l, s, h)
+                st["selected"][at] = past[:, h].sum(axis=1)
+                st["available"][at] = a - n_sink
+                st["rows"][at] = len(rows)
+                st["recall"][at] = (zm / Z).sum(axis=1)
+                st["cosine"][at] = cos.sum(axis=1)
+                st["rel_l2"][at] = (diff / np.maximum(nf, 1e-30)).sum(axis=1)
+                for i in int_idx:
                     col = np.ones(b, bool)
-                    col[n_sink:a] = m[l, s, h, n_sink:a]
-                    Em = E[:, col]
-                    Zm = Em.sum(axis=1)
-                    O = (Em @ V[col]) / Zm[:, None]
-                    diff = np.linalg.norm(O - O_full, axis=1)
-                    cos = (O * O_full).sum(axis=1) / np.maximum(np.linalg.norm(O, axis=1) * nf, 1e-30)
-                    rec = out[name]
-                    rec["selected"][l, s, h] = m[l, s, h, n_sink:a].sum()
-                    rec["available"][l, s, h] = a - n_sink
-                    rec["rows"][l, s, h] = len(rows)
-                    rec["recall"][l, s, h] = (Zm / Z).sum()
-                    rec["cosine"][l, s, h] = cos.sum()
-                    rec["rel_l2"][l, s, h] = (diff / np.maximum(nf, 1e-30)).sum()
-                    if name in int_methods:
-                        qi = qt.q[l, h * G:(h + 1) * G, a:b].reshape(-1, d)
-                        oi = attention_int(qi, qt.k[l, h, :b][col], qt.v[l, h, :b][col],
-                                           causal[:, col], expu, cfg.out_frac_bits,
-                                           cfg.score_bits)
-                        Oi = oi * (qt.scale_v[l] / (1 << cfg.out_frac_bits))
-                        ci = (Oi * O).sum(axis=1) / np.maximum(
-                            np.linalg.norm(Oi, axis=1) * np.linalg.norm(O, axis=1), 1e-30)
-                        rec["int_cosine"][l, s, h] = ci.sum()
-                        rec["int_rows"][l, s, h] = len(rows)
-        if progress:
-            progress(l + 1, L)
-    return out
+                    col[n_sink:a] = past[i, h]
+                    qi = qt.q[l, h * G:(h + 1) * G, a:b].reshape(-1, d)
+                    oi = attention_int(qi, qt.k[l, h, :b][col], qt.v[l, h, :b][col],
+                                       causal[:, col], expu, cfg.out_frac_bits, cfg.score_bits)
+                    Oi = oi * (qt.scale_v[l] / (1 << cfg.out_frac_bits))
+                    ci = (Oi * O[i]).sum(axis=1) / np.maximum(
+                        np.linalg.norm(Oi, axis=1) * no[i], 1e-30)
+                    st["int_cosine"][i, l, s, h] = ci.sum()
+                    st["int_rows"][i, l, s, h] = len(rows)
+    return st
+
+
+def _masked_sums(E, V, M):
+    """``Σ_j E[:, j]·V[j]`` and ``Σ_j E[:, j]`` over the columns each mask of ``M [n, P]``
+    selects: ``([n, rows, d], [n, rows])``. Masks are summed smallest first, each from the
+    mask already summed that differs from it in the fewest columns (or from nothing): the
+    columns it lacks are added, the ones it has too many subtracted. A sweep's masks nest and
+    different methods' masks overlap, so the whole set costs a few passes over the columns,
+    not one per mask."""
+    n, P = M.shape
+    num = np.zeros((n, E.shape[0], V.shape[1]))
+    z = np.zeros((n, E.shape[0]))
+    if P == 0 or n == 0:
+        return num, z
+    Mf = M.astype(np.float32)                    # column counts < 2**24 stay exact
+    size = M.sum(axis=1)
+    order = np.argsort(size, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    # parent[i]: the mask summed before mask i nearest to it (-1: none, cost size[i])
+    apart = size[:, None] + size[None, :] - 2 * (Mf @ Mf.T).astype(np.int64)
+    apart = np.where(rank[None, :] < rank[:, None], apart, P + 1)
+    parent = np.where(apart.min(axis=1) < size, apart.argmin(axis=1), -1)
+    Et = np.ascontiguousarray(E.T)               # a mask's columns gathered as rows
+    for i in order:
+        p = parent[i]
+        if p < 0:
+            add, sub = np.flatnonzero(M[i]), ()
+        else:
+            num[i], z[i] = num[p], z[p]
+            add = np.flatnonzero(M[i] & ~M[p])
+            sub = np.flatnonzero(M[p] & ~M[i])
+        for idx, sign in ((add, 1.0), (sub, -1.0)):
+            if len(idx):
+                Ei = Et[idx]
+                num[i] += sign * (Ei.T @ V[idx])
+                z[i] += sign * Ei.sum(axis=0)
+    return num, z
+    Mf = M.astype(np.float32)                    # column counts < 2**24 stay exact
+    size = M.sum(axis=1)
+    order = np.argsort(size, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    # parent[i]: the largest mask summed before mask i that it contains (-1: none)
+    inside = ((Mf @ Mf.T) == size[None, :]) & (rank[None, :] < rank[:, None])
+    score = np.where(inside, size[None, :], -1)
+    parent = np.where(score.max(axis=1) >= 0, score.argmax(axis=1), -1)
+    own = M & ~np.where(parent[:, None] >= 0, M[parent], False)
+    Et = np.ascontiguousarray(E.T)               # a mask's columns gathered as rows
+    for i in order:
+        p = parent[i]
+        if p >= 0:
+            num[i], z[i] = num[p], z[p]
+        idx = np.flatnonzero(own[i])
+        if len(idx):
+            Ei = Et[idx]
+            num[i] += Ei.T @ V[idx]
+            z[i] += Ei.sum(axis=0)
+    return num, z
 
 
 def aggregate(stats: dict, stage: np.ndarray, cost: dict | None = None,

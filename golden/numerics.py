@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-__all__ = ["round_div", "hyperplanes", "project", "hash_bits", "centring_bias", "hamming",
+__all__ = ["int_matmul", "round_div", "hyperplanes", "project", "hash_bits", "centring_bias", "hamming",
            "ExpUnit",
-           "bucket_of", "bucket_bounds", "wicsum_bucket", "wicsum_exact", "attention_float",
+           "bucket_of", "bucket_bounds", "wicsum_bucket", "wicsum_bucket_sweep", "wicsum_exact",
+           "wicsum_exact_sweep", "attention_float",
            "attention_int", "check_width"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -28,6 +30,23 @@ def check_width(x, bits: int, signed: bool, what: str):
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     mn, mx = int(x.min()), int(x.max())
     assert lo <= mn and mx <= hi, f"{what} leaves its {bits}-bit range: [{mn}, {mx}]"
+
+
+def int_matmul(a, b) -> np.ndarray:
+    """``a @ b`` of integer matrices, exact, as int64.
+
+    NumPy multiplies int64 matrices without BLAS (tens of times slower than float64). When
+    every partial sum is bounded by ``max|a| · max|b| · K < 2**53`` the float64 product is
+    exact whatever the summation order, so it is used and converted back; otherwise the int64
+    product is."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.size == 0 or b.size == 0:
+        return np.asarray(a, np.int64) @ np.asarray(b, np.int64)
+    bound = (int(np.abs(a).max()) * int(np.abs(b).max())) * a.shape[-1]
+    if bound < (1 << 53):
+        return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
+    return a.astype(np.int64) @ b.astype(np.int64)
 
 
 def round_div(num, den):
@@ -70,7 +89,7 @@ def hyperplanes(seed: int, layer: int, group: int, n_hp: int, dim: int) -> np.nd
 
 def project(keys_int8: np.ndarray, hp: np.ndarray) -> np.ndarray:
     """Integer projections ``keys [T, D] · hpᵀ`` as int64 ``[T, n_hp]``."""
-    p = keys_int8.astype(np.int64) @ hp.astype(np.int64).T
+    p = int_matmul(keys_int8, np.asarray(hp).T)
     check_width(p, 16 + max(1, math.ceil(math.log2(hp.shape[1]))), True, "hash projection")
     return p
 
@@ -88,7 +107,7 @@ def centring_bias(key_sum, count: int, hp: np.ndarray) -> np.ndarray:
     ``μ = key_sum / count``, as ``round_div(key_sum · hpᵀ, count)`` (sign((k-μ)·r) =
     sign(k·r - μ·r), so the projection of the raw key less this bias gives the centred
     sign)."""
-    return round_div(np.asarray(key_sum, np.int64) @ np.asarray(hp, np.int64).T, count)
+    return round_div(int_matmul(key_sum, np.asarray(hp).T), count)
 
 
 def hamming(a, b) -> np.ndarray:
@@ -138,7 +157,7 @@ class ExpUnit:
                              f"alpha·log2(e) must stay below 2**{15 - frac_bits}")
         return cls(beta_m, beta_s, frac_bits, weight_bits, x_bits)
 
-    @property
+    @cached_property
     def table(self) -> np.ndarray:
         f = np.arange(1 << self.frac_bits)
         one = 1 << (self.weight_bits - 1)
@@ -152,8 +171,7 @@ class ExpUnit:
         x = np.asarray(x, dtype=np.int64)
         assert (x <= 0).all(), "the exp unit takes score differences s - max <= 0"
         check_width(x, self.x_bits, True, "exp input")
-        prod = x * self.beta_m
-        check_width(prod, self.x_bits + 16, True, "exp product")
+        prod = x * self.beta_m          # fits x_bits + 16 bits: beta_m < 2**16
         n = -(prod >> (self.beta_s - self.frac_bits))
         ip = n >> self.frac_bits
         frac = n & ((1 << self.frac_bits) - 1)
@@ -194,13 +212,20 @@ def wicsum_bucket(s, w, n, valid, th_r_fixed: int, th_r_frac_bits: int, buckets:
     ``n > 0`` in visited buckets. Returns ``(selected [R, C] bool, visited [R] int)``;
     a row without valid entries selects nothing and visits no bucket.
     """
+    return wicsum_bucket_sweep(s, w, n, valid, [th_r_fixed], th_r_frac_bits, buckets)[0]
+
+
+def wicsum_bucket_sweep(s, w, n, valid, th_r_fixed, th_r_frac_bits: int, buckets: int):
+    """:func:`wicsum_bucket` at every threshold of the list ``th_r_fixed``: the buckets and
+    their sums are built once and only the walk's exit differs. A list of ``(selected,
+    visited)``, one per threshold."""
     s = np.asarray(s, np.int64)
     w = np.asarray(w, np.int64)
     n = np.asarray(n, np.int64)
     valid = np.asarray(valid, bool)
     R, C = s.shape
     if R == 0 or C == 0:
-        return np.zeros((R, C), bool), np.zeros(R, np.int64)
+        return [(np.zeros((R, C), bool), np.zeros(R, np.int64)) for _ in th_r_fixed]
     big = np.int64(1) << 62
     smin = np.where(valid, s, big).min(axis=1, keepdims=True)
     smax = np.where(valid, s, -big).max(axis=1, keepdims=True)
@@ -218,16 +243,19 @@ def wicsum_bucket(s, w, n, valid, th_r_fixed: int, th_r_frac_bits: int, buckets:
         np.add.at(per, flat, contrib.ravel())
         per = per.reshape(R, buckets)
     total = per.sum(axis=1)
-    assert int(total.max()) < (1 << 62) // max(1, th_r_fixed), "WiCSum threshold overflows"
-    th = (total * th_r_fixed) >> th_r_frac_bits
     running = np.cumsum(per[:, ::-1], axis=1)[:, ::-1]        # running[k] = Σ_{j>=k} per[j]
-    crossed = running > th[:, None]
-    # exit bucket: the highest k whose running sum crosses (the first crossing from the top)
-    any_cross = crossed.any(axis=1)
-    exit_k = np.where(any_cross, buckets - 1 - np.argmax(crossed[:, ::-1], axis=1), 0)
-    visited = np.where(has, buckets - exit_k, 0)
-    sel = valid & (n > 0) & (b >= exit_k[:, None])
-    return sel, visited
+    eligible = valid & (n > 0)
+    out = []
+    for thf in th_r_fixed:
+        assert int(total.max()) < (1 << 62) // max(1, thf), "WiCSum threshold overflows"
+        th = (total * thf) >> th_r_frac_bits
+        crossed = running > th[:, None]
+        # exit bucket: the highest k whose running sum crosses (the first crossing from the top)
+        any_cross = crossed.any(axis=1)
+        exit_k = np.where(any_cross, buckets - 1 - np.argmax(crossed[:, ::-1], axis=1), 0)
+        visited = np.where(has, buckets - exit_k, 0)
+        out.append((eligible & (b >= exit_k[:, None]), visited))
+    return out
 
 
 def wicsum_exact(w, n, valid, th_r):
@@ -237,12 +265,18 @@ def wicsum_exact(w, n, valid, th_r):
     ``th_r`` to use the integer threshold of the WTU). Entries with ``n == 0`` or invalid
     are never selected. Returns ``selected [R, C]``.
     """
+    return wicsum_exact_sweep(w, n, valid, [th_r])[0]
+
+
+def wicsum_exact_sweep(w, n, valid, th_rs):
+    """:func:`wicsum_exact` at every threshold of the list ``th_rs`` (each as
+    :func:`wicsum_exact` takes it): one sort, one cumulative sum. A list of selections."""
     w = np.asarray(w)
     n = np.asarray(n)
     valid = np.asarray(valid, bool)
     R, C = w.shape
     if R == 0 or C == 0:
-        return np.zeros((R, C), bool)
+        return [np.zeros((R, C), bool) for _ in th_rs]
     # weights are non-negative, so -1 sorts invalid entries last; the stable sort keeps ties
     # in index order (lower cluster id first)
     key = np.where(valid, w, -1)
@@ -250,16 +284,19 @@ def wicsum_exact(w, n, valid, th_r):
     contrib = np.where(valid, w * n, 0)
     cs = np.cumsum(np.take_along_axis(contrib, order, axis=1), axis=1)
     total = cs[:, -1]
-    if isinstance(th_r, tuple):
-        th = (total.astype(np.int64) * th_r[0]) >> th_r[1]
-    else:
-        th = total * th_r
-    crossed = cs > th[:, None]
-    k = np.where(crossed.any(axis=1), np.argmax(crossed, axis=1), C - 1)
-    take = np.arange(C)[None, :] <= k[:, None]
-    sel = np.zeros((R, C), bool)
-    np.put_along_axis(sel, order, take, axis=1)
-    return sel & valid & (n > 0)
+    eligible = valid & (n > 0)
+    place = np.empty((R, C), np.int64)           # each entry's place in its row's order
+    np.put_along_axis(place, order, np.broadcast_to(np.arange(C), (R, C)), axis=1)
+    out = []
+    for th_r in th_rs:
+        if isinstance(th_r, tuple):
+            th = (total.astype(np.int64) * th_r[0]) >> th_r[1]
+        else:
+            th = total * th_r
+        crossed = cs > th[:, None]
+        k = np.where(crossed.any(axis=1), np.argmax(crossed, axis=1), C - 1)
+        out.append((place <= k[:, None]) & eligible)
+    return out
 
 
 # --- light attention (D10) -------------------------------------------------------------------
@@ -281,14 +318,14 @@ def attention_int(q, k, v, mask, exp_unit: ExpUnit, out_frac_bits: int, score_bi
     ``2**-out_frac_bits`` and fits ``8 + out_frac_bits`` signed bits (a convex combination of
     int8 values). Rows with an empty mask give 0.
     """
-    s = q.astype(np.int64) @ k.astype(np.int64).T
+    s = int_matmul(q, np.asarray(k).T)
     check_width(s, score_bits, True, "attention score")
     big = np.int64(1) << 40
     m = np.where(mask, s, -big).max(axis=1, keepdims=True)
     x = np.where(mask, s - m, 0)
     p = np.where(mask, exp_unit(x), 0)
     den = p.sum(axis=1)
-    num = (p @ v.astype(np.int64)) << out_frac_bits
+    num = int_matmul(p, v) << out_frac_bits
     out = round_div(num, np.maximum(den, 1)[:, None])
     out = np.where((den > 0)[:, None], out, 0)
     check_width(out, 8 + out_frac_bits, True, "attention output")

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vrex.config import Config, ConfigError, unsigned_fixed
-from .numerics import (ExpUnit, centring_bias, hamming, hash_bits, hyperplanes, project,
-                       round_div, wicsum_bucket, wicsum_exact)
+from .numerics import (ExpUnit, centring_bias, hamming, hash_bits, hyperplanes, int_matmul,
+                       project, round_div, wicsum_bucket_sweep, wicsum_exact_sweep)
 from .trace import QuantTrace, Trace
 
 __all__ = ["HashClusterer", "ResvLayer", "ResvResult", "run_resv", "sink_count"]
@@ -211,7 +211,7 @@ class ResvLayer:
                 self.candidates[s, h] = cand.size
                 rows = self.q[h * G_q:(h + 1) * G_q, a:b].reshape(-1, self.q.shape[-1])
                 if self.int_mode:
-                    sc = rows.astype(np.int64) @ rep[:, j].astype(np.int64).T
+                    sc = int_matmul(rows, rep[:, j].T)
                 else:
                     sc = rows @ rep[:, j].T
                 w = self._weights(sc)
@@ -221,22 +221,25 @@ class ResvLayer:
                                             rep=rep[:, j], exp=getattr(self, "exp", None)))
                 valid = np.ones(sc.shape, bool)
                 n = np.broadcast_to(cnt, sc.shape)
-                for th in th_rs:
-                    if cfg.wicsum == "bucket":
-                        thf = unsigned_fixed(th, cfg.th_r_frac_bits)
-                        sel, vis = wicsum_bucket(sc, w, n, valid, thf, cfg.th_r_frac_bits,
-                                                 cfg.buckets)
+                fb = cfg.th_r_frac_bits
+                if cfg.wicsum == "bucket":      # one bucketing for every Th_r of the sweep
+                    res = wicsum_bucket_sweep(sc, w, n, valid,
+                                              [unsigned_fixed(th, fb) for th in th_rs], fb,
+                                              cfg.buckets)
+                    for th, (_, vis) in zip(th_rs, res):
                         acc = visited_acc.setdefault(th, [0, 0])
                         acc[0] += int(vis.sum())
                         acc[1] += len(vis)
-                    elif self.int_mode:
-                        thf = unsigned_fixed(th, cfg.th_r_frac_bits)
-                        sel = wicsum_exact(w, n, valid, (thf, cfg.th_r_frac_bits))
-                    else:
-                        sel = wicsum_exact(w, n, valid, th)
+                    sels = [sel for sel, _ in res]
+                elif self.int_mode:
+                    sels = wicsum_exact_sweep(w, n, valid,
+                                              [(unsigned_fixed(th, fb), fb) for th in th_rs])
+                else:
+                    sels = wicsum_exact_sweep(w, n, valid, th_rs)
+                tok = members >= 0
+                for th, sel in zip(th_rs, sels):
                     chosen = np.zeros(cl.n, bool)
                     chosen[cand[sel.any(axis=0)]] = True
-                    tok = members >= 0
                     masks[th][h, tok] = chosen[members[tok]]
         if cfg.scope == "layer":
             for th in th_rs:

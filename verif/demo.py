@@ -51,6 +51,7 @@ def _step(title: str, log: str, status: dict):
 
 def main(argv=None) -> int:
     from golden.job import format_table, run_job
+    from golden.pool import default_jobs
     from golden.trace import load_trace
     from rtl import BLOCKS
     from synth.run import synth_block, write_reports
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
     with _step("[1/4] golden model: every retrieval method on the trace", "golden.log", status):
         trace = load_trace(args.trace)
         out = Path("build/golden") / trace.name
-        s = run_job(trace, out, progress=True)
+        s = run_job(trace, out, progress=True, jobs=default_jobs())
         print(format_table(s))
         lines = format_table(s, matched=False).splitlines() + [
             f"wrote {out}/summary.json (with the matched-ratio tables: build/logs/golden.log), "

@@ -173,3 +173,32 @@ def test_layout_never_exceeds_near_capacity():
     # every block is full unless it was the last of its owner or moved away
     blk = lay.block_of[lay.block_of >= 0]
     assert np.bincount(blk).max() <= 4
+
+
+@pytest.mark.parametrize("head_dim, block_tokens, beats, near_base", [
+    (4, 2, 256, 0), (24, 5, 2, 4000), (64, 16, 4, 0), (40, 7, 3, 4090)])
+def test_fetch_cost_counts_the_bursts_of_every_fetch(head_dim, block_tokens, beats, near_base):
+    """The array-counted fetch cost equals the bursts KvMemory.fetch lists, fetch by fetch,
+    on geometries whose runs cross 4 KB boundaries and are longer than a burst."""
+    rng = np.random.default_rng(head_dim)
+    L, G, hpg, T = 2, 2, 2, 300
+    owner = rng.integers(-1, 9, (L, G, T))
+    bounds = np.array([0, 40, 110, 180, 260, 300])
+    lay = simulate_layout(owner, bounds, block_tokens=block_tokens, near_blocks=10,
+                          heads_per_group=hpg, head_dim=head_dim, max_burst_beats=beats,
+                          near_base=near_base)
+    S = len(bounds) - 1
+    masks = rng.random((L, S, G * hpg, T)) < 0.4
+    masks &= np.broadcast_to(owner[:, None, :, None, :] >= 0,
+                             (L, S, G, hpg, T)).reshape(L, S, G * hpg, T)
+    cost = fetch_cost(lay, masks, bounds, head_dim)
+    assert lay.offloaded() > 0 and cost["bursts_far"].sum() > 0
+    for l in range(L):
+        for s in range(S):
+            for h in range(G * hpg):
+                sel = np.flatnonzero(masks[l, s, h, :bounds[s]])
+                bursts = lay.memory.fetch(s, l, h, sel)[0] if len(sel) else []
+                for tier in ("near", "far"):
+                    mine = [b for b in bursts if b.tier == tier]
+                    assert cost[f"bytes_{tier}"][l, s, h] == sum(b.length for b in mine)
+                    assert cost[f"bursts_{tier}"][l, s, h] == len(mine), (l, s, h, tier)
