@@ -55,6 +55,29 @@ def test_oracle_topk_hand_case():
     assert m[0, s, 0, :lo].tolist() == [False, True] + [False] * (lo - 2)
 
 
+def test_infinigen_hand_case():
+    """Half of two dimensions: the prompt makes dimension 1 the one scored, so the token that
+    wins on dimension 1 is taken though the exact score (the oracle) prefers another."""
+    tr = synthetic_trace(seed=1, n_layers=1, n_q_heads=1, n_kv_heads=1, head_dim=2,
+                         n_frames=1, tokens_per_frame=1, prefix_tokens=2, header_tokens=0,
+                         question_tokens=1)
+    tr.q[...] = 0
+    tr.k[...] = 0
+    b = tr.step_bounds()
+    s = 2
+    lo = int(b[s])
+    tr.q[0, 0, 0] = [0.1, 1.0]            # the prompt (the one sink): mean|q_d|·mean|k_d|
+    tr.k[0, 0, 0] = [0.1, 1.0]            # is 0.01 for d = 0, 1 for d = 1
+    tr.q[0, 0, lo:] = [1.0, 0.5]
+    tr.k[0, 0, 1] = [3.0, 0.0]            # exact score 3, on dimension 1: 0
+    tr.k[0, 0, 2] = [0.0, 2.0]            # exact score 1, on dimension 1: 1
+    assert baselines.infinigen_dims(tr, 1, 0, 0, 0.5).tolist() == [1]
+    m = baselines.infinigen(tr, 1, [0.01], r_frac=0.5)[0.01]
+    assert m[0, s, 0, :lo].tolist() == [False, False, True] + [False] * (lo - 3)
+    o = baselines.oracle_topk(tr, 1, [0.01])[0.01]
+    assert o[0, s, 0, :lo].tolist() == [False, True] + [False] * (lo - 2)
+
+
 def test_quest_bounds_hand_case():
     """A page's bound is Σ_d max(q_d·min_d, q_d·max_d), never below a member's score."""
     K = np.array([[1.0, -2.0], [3.0, 0.5], [-1.0, 4.0]])
