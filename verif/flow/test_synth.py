@@ -38,7 +38,7 @@ def test_core_total_adds_the_blocks_to_the_core_logic():
 
     def fig(k):
         return {"cells": 100 * k, "memory_bits": 10 * k,
-                "ecp5": {"lut4": 10 * k, "ff": 20 * k, "bram": k, "dsp": 0, "wrapper_ff": 7,
+                "ecp5": {"lut4": 10 * k, "ff": 20 * k, "bram": k, "dsp": 3 * k, "wrapper_ff": 7,
                          "fmax_mhz": 40.0 + k},
                 "xc7": {"lut": 9 * k, "ff": 20 * k, "bram36": k / 2, "dsp": 0},
                 "ice40": {"lc": 11 * k, "ff": 20 * k, "bram": 2 * k, "dsp": 0}}
@@ -47,4 +47,10 @@ def test_core_total_adds_the_blocks_to_the_core_logic():
     assert t["cells"] == 1500 and t["ecp5"]["lut4"] == 150 and t["xc7"]["bram36"] == 7.5
     assert "wrapper_ff" not in t["ecp5"] and t["ecp5"]["fmax_mhz"] == 42.0
     assert abs(t["dre_share"]["lut4"] - 10 / 15) < 1e-12
+    assert abs(t["dre_share"]["dsp"] - 10 / 15) < 1e-12 and t["ecp5"]["dsp"] == 45
     assert core_total({k: v for k, v in report.items() if k != "attn"}) is None
+    # the core's own logic without a generic count: the total has none, the FPGA shares stand
+    report["core"]["cells"] = None
+    t = core_total(report)
+    assert t["cells"] is None and t["dre_share"]["cells"] is None
+    assert abs(t["dre_share"]["lut4"] - 10 / 15) < 1e-12
