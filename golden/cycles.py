@@ -36,10 +36,10 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
   that nothing hides (``2n·lt``), round trips;
 - hash: (``tuned``) the centring sums over the hash inputs and the biases' dot products and
   divisions;
-- store: per hashed token a constant, a constant per head (its four bursts), its store's beats (K and V rows and the cluster
-  sums' read-add-write, ``hpg·(2d + 8d)/bus``), the sums' round trips (``hpg·L``), and the
-  hash projection (``hash_dim·n_hp/n²`` cycles a token on the array) where it is the slower
-  of the two (the hash runs beside the stores);
+- store: per hashed token a constant, a constant per head (its four bursts), the slower of
+  its store's beats (K and V rows and the cluster sums' read-add-write, ``hpg·(2d + 8d)/bus``)
+  and the hash projection (``hash_dim·n_hp/n²`` cycles a token on the array; the hash runs
+  beside the stores), and the sums' round trips (``hpg·L``);
 - swap (a build with fewer HCU contexts than cluster windows, ``golden.core.window_moves``):
   a constant a move; a save streams the HCU's window out (``words + W/lanes`` cycles, the
   image's ``words`` context words at the width converter's rate) while the next image's read
@@ -157,8 +157,9 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     st["group"] = float(groups)
     st["tokens"] = float(TG)
     st["store_heads"] = float(TG * g["hpg"])
-    st["store_beats"] = TG * store_tok
-    st["hash_excess"] = TG * max(0.0, hash_tok - store_tok)
+    # the group's hash runs on the array beside its stores: a token costs the slower of the
+    # two (one coefficient for both, so a bus width the fit has not seen scales the same way)
+    st["store_beats"] = TG * max(store_tok, hash_tok)
     st["token_trips"] = TG * g["hpg"] * lat
     sw = f["swap"]
     saves, loads = row.get("saves", 0), row.get("loads", 0)    # a row without: no moves
