@@ -151,27 +151,6 @@ def _masked_sums(E, V, M):
                 num[i] += sign * (Ei.T @ V[idx])
                 z[i] += sign * Ei.sum(axis=0)
     return num, z
-    Mf = M.astype(np.float32)                    # column counts < 2**24 stay exact
-    size = M.sum(axis=1)
-    order = np.argsort(size, kind="stable")
-    rank = np.empty(n, np.int64)
-    rank[order] = np.arange(n)
-    # parent[i]: the largest mask summed before mask i that it contains (-1: none)
-    inside = ((Mf @ Mf.T) == size[None, :]) & (rank[None, :] < rank[:, None])
-    score = np.where(inside, size[None, :], -1)
-    parent = np.where(score.max(axis=1) >= 0, score.argmax(axis=1), -1)
-    own = M & ~np.where(parent[:, None] >= 0, M[parent], False)
-    Et = np.ascontiguousarray(E.T)               # a mask's columns gathered as rows
-    for i in order:
-        p = parent[i]
-        if p >= 0:
-            num[i], z[i] = num[p], z[p]
-        idx = np.flatnonzero(own[i])
-        if len(idx):
-            Ei = Et[idx]
-            num[i] += Ei.T @ V[idx]
-            z[i] += Ei.sum(axis=0)
-    return num, z
 
 
 def aggregate(stats: dict, stage: np.ndarray, cost: dict | None = None,
