@@ -154,10 +154,18 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1,
     else:
         res["ecp5"].setdefault("fmax_mhz", None)
 
-    res["seconds"]["xc7"] = _yosys(
+    xc7 = lambda opt: _yosys(
         f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
-        f"synth_xilinx -family xc7 -top {name}_wrap; "
+        f"synth_xilinx -family xc7{opt} -top {name}_wrap; "
         f"tee -q -o xc7_stat.json stat -json", out, "xc7.log")
+    flow = None
+    try:
+        res["seconds"]["xc7"] = xc7("")
+    except RuntimeError:
+        # YoWASP's abc9 exits without a message on some netlists (the core's register file);
+        # with -dff (flip-flops through abc9 too) it maps them
+        res["seconds"]["xc7"] = xc7(" -dff")
+        flow = "synth_xilinx -dff (the default flow's abc9 failed)"
     by, _ = _cells(out / "xc7_stat.json")
     res["xc7"] = {"lut": sum(v for k, v in by.items() if re.fullmatch(r"LUT[1-6]", k)),
                   "ff": sum(v for k, v in by.items() if re.fullmatch(r"FD[CPRS]E?", k)),
@@ -166,6 +174,8 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1,
                                 not k.startswith("RAMB")),
                   "bram36": by.get("RAMB36E1", 0) + by.get("RAMB18E1", 0) / 2,
                   "dsp": by.get("DSP48E1", 0), "wrapper_ff": wrap_ff}
+    if flow:
+        res["xc7"]["flow"] = flow
 
     res["seconds"]["ice40"] = _yosys(
         f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
