@@ -26,6 +26,7 @@ async def whole_trace(dut, preset):
     ops, _, rows, selected, scored = trace_ops(preset)
     exp, run = await tb.run(ops, rows, registers(cfg, near_slots=64, far_base=1 << 24),
                             timeout=2_000_000)
+    assert exp.first_error is None, f"the build refuses part of the trace: {exp.first_error}"
     assert exp.fetched == selected and run["offloaded_blocks"] > 0
     assert check_scored(exp, scored) > 0
 
