@@ -44,10 +44,11 @@ class WtuResult:
 
 
 def wtu_reference(heads, *, th_r_fixed: int, th_r_frac_bits: int, buckets: int,
-                  row_entries: int, lanes: int) -> WtuResult:
+                  row_entries: int, lanes: int, pass_buckets: int) -> WtuResult:
     """``heads``: a list of heads, each a list of :class:`Row`. Counters as the RTL counts them:
     rows, buckets visited, buckets skipped by early exit (B - visited, rows with entries),
-    entries read (lanes x beats per bucket visited) and rows refused."""
+    entries read (lanes x beats per pass over the row: ``ceil(visited / pass_buckets)``
+    passes, each summing ``pass_buckets`` buckets) and rows refused."""
     res = WtuResult()
     c = dict(rows=0, buckets_visited=0, buckets_skipped=0, entries_read=0, rows_refused=0)
     for rows in heads:
@@ -71,7 +72,8 @@ def wtu_reference(heads, *, th_r_fixed: int, th_r_frac_bits: int, buckets: int,
             c["buckets_visited"] += v
             if r.valid.any():
                 c["buckets_skipped"] += buckets - v
-            c["entries_read"] += v * lanes * -(-n // lanes)
+            if v:
+                c["entries_read"] += -(-v // pass_buckets) * lanes * -(-n // lanes)
         res.heads.append(np.flatnonzero(union))
     res.counters = c
     return res

@@ -96,7 +96,9 @@ class Config:
         (``None`` = one per layer and hash group; fewer: the core saves and restores them
         through memory at ``CTX_BASE``).
     WTU
-        ``wtu_lanes`` lanes; ``wtu_row_entries`` on-chip score-memory depth in entries.
+        ``wtu_lanes`` lanes; ``wtu_row_entries`` on-chip score-memory depth in entries;
+        ``wtu_pass_buckets`` buckets the walk sums in one pass over a row (a power of two;
+        the block gets ``min(wtu_pass_buckets, buckets)``).
     Attention engine
         ``attn_n`` cells per side of the systolic array (and lanes of its exp unit);
         ``attn_k_max`` the longest reduction its accumulators hold; ``attn_acc_bits``
@@ -158,6 +160,7 @@ class Config:
     # WTU
     wtu_lanes: int = 16
     wtu_row_entries: int = 4096
+    wtu_pass_buckets: int = 4
     # attention engine
     attn_n: int = 8
     attn_k_max: int = 4096
@@ -361,6 +364,7 @@ class Config:
                         token_bits=self.token_bits, counter_bits=self.counter_bits)
         if block == "wtu":
             return dict(lanes=self.wtu_lanes, buckets=self.buckets,
+                        pass_buckets=min(self.wtu_pass_buckets, self.buckets),
                         row_entries=self.wtu_row_entries, score_bits=self.score_bits,
                         weight_bits=self.weight_bits, count_bits=self.count_bits,
                         th_r_frac_bits=self.th_r_frac_bits, counter_bits=self.counter_bits)
@@ -486,7 +490,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
                 "counter_bits"),
     "kv_layout": ("block_tokens", "near_blocks"),
     "hcu": ("hcu_lanes", "hcu_contexts"),
-    "wtu": ("wtu_lanes", "wtu_row_entries"),
+    "wtu": ("wtu_lanes", "wtu_row_entries", "wtu_pass_buckets"),
     "attn": ("attn_n", "attn_k_max", "attn_acc_bits", "attn_k_buf", "attn_b_rows"),
     "kvmu": ("kvmu_clusters", "kvmu_blocks", "kvmu_bus_bytes", "kvmu_max_burst",
              "kvmu_max_reads", "kvmu_max_writes", "kvmu_addr_bits", "kvmu_token_bits",
@@ -497,6 +501,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 # a block's parameter name -> the configuration field it comes from, where they differ
 _HCU_NAMES = {"lanes": "hcu_lanes", "layers": "hcu_contexts", "id_bits": "cluster_id_bits"}
 _WTU_NAMES = {"lanes": "wtu_lanes", "row_entries": "wtu_row_entries",
+              "pass_buckets": "wtu_pass_buckets",
               "score_bits": "score_bits (from head_dim)"}
 _ARRAY_NAMES = {"n": "attn_n", "k_max": "attn_k_max", "acc_bits": "attn_acc_bits"}
 _ENGINE_NAMES = {**_ARRAY_NAMES, "k_buf": "attn_k_buf", "b_rows": "attn_b_rows",

@@ -71,8 +71,8 @@ def hcu_rules(*, n_hp, lanes, window, layers, count_bits, step_bits, id_bits, to
                              f"not {id_bits!r}")
 
 
-def wtu_rules(*, lanes, buckets, row_entries, score_bits, weight_bits, count_bits,
-              th_r_frac_bits, counter_bits, names: dict | None = None) -> None:
+def wtu_rules(*, lanes, buckets, pass_buckets, row_entries, score_bits, weight_bits,
+              count_bits, th_r_frac_bits, counter_bits, names: dict | None = None) -> None:
     """What the WiCSum threshold unit accepts (``rtl.dre.wtu.WicsumThresholdUnit``)."""
     n = _namer(names)
     for key, v in (("row_entries", row_entries), ("score_bits", score_bits),
@@ -81,6 +81,10 @@ def wtu_rules(*, lanes, buckets, row_entries, score_bits, weight_bits, count_bit
         positive_int(n(key), v)
     power_of_two(n("lanes"), lanes)
     power_of_two(n("buckets"), buckets)
+    power_of_two(n("pass_buckets"), pass_buckets)
+    if pass_buckets > buckets:
+        raise ParameterError(f"{n('pass_buckets')} must be at most {n('buckets')} "
+                             f"({buckets}), not {pass_buckets!r}")
     multiple_of(n("row_entries"), row_entries, n("lanes"), lanes)
     if score_bits < 2:
         raise ParameterError(f"{n('score_bits')} must be at least 2, not {score_bits!r}")

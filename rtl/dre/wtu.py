@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
@@ -29,54 +29,70 @@ class WicsumThresholdUnit(wiring.Component):
     ``first``/``last``; ``head_last`` on a row's beats closes the KV head's group. Candidate j of
     a row is lane ``j mod lanes`` of beat ``j // lanes``.
 
-    Receive pass: each beat is written into the score memory (``row_entries`` entries) while a
-    pipeline accumulates the row's minimum and maximum score and ``Σ weight·count``. Threshold:
-    ``th = (Σ · th_r) >> th_r_frac_bits``. Selection: buckets ``lo_k = smin + ((k · (smax - smin
-    + 1)) >> log2 B)`` from ``k = B-1`` down; per bucket one pass over the stored row, where each
-    lane's two comparators test ``lo_k <= s < lo_{k+1}``, its multiplier forms ``w·n``, an adder
-    tree sums the bucket, and the bucket's entries with ``n > 0`` are marked into the head's
-    union bitmask; the walk exits after the first bucket whose running sum exceeds ``th``. At
-    ``head_last`` the union is emitted on ``o`` as ascending candidate indices (``last`` = 0,
-    ``count`` = 1, 2, ...) and one closing beat (``last`` = 1, ``count`` = the head's total), and
-    cleared on the way. A row of more than ``row_entries`` entries is refused: it is consumed,
-    selects nothing, raises the sticky ``error`` and counts in ``rows_refused`` (refusing keeps
-    the unit's timing and memory fixed; tiling a long row would change its WiCSum, since the
-    buckets span the whole row's score range).
+    Three stages work on three rows at once (docs/wtu.md):
 
-    Timing, with ``nb = ceil(n / lanes)`` beats for a row of n entries: ``nb`` cycles to
-    receive (one beat a cycle), :attr:`receive_latency` to finish the preprocess and
-    threshold, then ``nb +`` :attr:`bucket_overhead` per bucket visited, ``visited`` between 1
-    and B (:meth:`row_cycles`). Emission of a head: 3 cycles per union word touched, one per
-    selected id, plus 2 (:meth:`emit_cycles`).
+    - *receive*: a row's beats go into the score memory, a ring of ``row_entries / lanes``
+      words, one beat a cycle, while a pipeline accumulates the row's minimum and maximum
+      score and ``Σ weight·count``; then the threshold ``th = (Σ · th_r) >> th_r_frac_bits``
+      and the first pass's bucket bounds ``lo_k = smin + ((k · (smax - smin + 1)) >> log2
+      B)``. The next row streams in while earlier rows are walked: a beat waits only when the
+      ring is full or two rows already wait for the walk.
+    - *walk*: passes over the stored row from the top bucket down, ``pass_buckets`` P buckets
+      a pass: each lane compares its score with the pass's P bounds, its multiplier forms
+      ``w·n``, and P adder trees sum, per d, the entries of the pass's top d+1 buckets. After a
+      pass the running sums say where the walk exits: the first bucket whose running sum
+      exceeds ``th`` (or bucket 0). Each entry's bucket code (relative to the pass) goes to a
+      code memory; the row's exit bucket goes with it to the marker.
+    - *mark and emit*: the marker ORs each row's entries up to its exit bucket (with ``n >
+      0``) into the head's union bitmask, and at ``head_last`` emits the union on ``o`` as
+      ascending candidate indices (``last`` = 0, ``count`` = 1, 2, ...) and one closing beat
+      (``last`` = 1, ``count`` = the head's total), clearing it on the way; meanwhile the walk
+      goes on with the next rows (the code memory has two banks).
+
+    A row of more than ``row_entries`` entries is refused: it is consumed, selects nothing,
+    raises the sticky ``error`` and counts in ``rows_refused`` (refusing keeps the unit's timing
+    and memory fixed; tiling a long row would change its WiCSum, since the buckets span the
+    whole row's score range).
+
+    Timing (:meth:`schedule` gives it cycle for cycle; docs/wtu.md): with ``nb = ceil(n /
+    lanes)``, a row's walk takes ``ceil(visited / P) · (nb + 4)`` cycles; receiving takes
+    ``nb``, marking ``nb + 1``, both beside the walk; a head's emission takes 3 cycles per
+    union word touched, one per selected id, plus 2.
 
     Parameters (keyword-only, all required; :meth:`from_config` takes them from the build's
     ``Config``; checked by ``vrex.rules.wtu_rules`` with exact messages)
         ``lanes`` candidates per beat and per cycle of a pass (a power of two); ``buckets`` B
-        (a power of two); ``row_entries`` the score memory (a multiple of lanes);
-        ``score_bits`` (at least 2), ``weight_bits``, ``count_bits`` entry widths;
-        ``th_r_frac_bits`` fractional bits of Th_r; ``counter_bits`` counter width.
+        (a power of two); ``pass_buckets`` P, buckets a pass (a power of two, at most B);
+        ``row_entries`` the score memory (a multiple of lanes); ``score_bits`` (at least 2),
+        ``weight_bits``, ``count_bits`` entry widths; ``th_r_frac_bits`` fractional bits of
+        Th_r; ``counter_bits`` counter width.
 
     Attributes
         ``i`` (in stream: ``entry[lanes]`` of ``score``, ``weight``, ``count``; ``valid``;
         ``first``, ``last``, ``head_last``); ``o`` (out stream: ``cluster``, ``count``,
         ``last``); ``th_r`` run-time register (u1.th_r_frac_bits,
-        ``Config.block_registers("wtu")``), taken with each row's first beat; ``error`` sticky, with the first error's
-        ``error_code`` (1 a row too long, 2 broken first/last framing), ``error_head`` (heads
-        closed before it since reset) and ``error_row`` (its row in that head); ``perf``
-        counters: ``rows``,
-        ``buckets_visited``, ``buckets_skipped`` by early exit, ``entries_read``,
+        ``Config.block_registers("wtu")``), taken with each row's first beat; ``error``
+        sticky, with the first error's ``error_code`` (1 a row too long, 2 broken first/last
+        framing), ``error_head`` (heads received before it since reset) and ``error_row`` (its
+        row in that head); ``perf`` counters: ``rows``, ``buckets_visited``,
+        ``buckets_skipped`` by early exit, ``entries_read`` (by the walk's passes),
         ``rows_refused``, ``busy`` and ``stalled`` cycles.
     """
 
     PERF = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused",
             "busy", "stalled")
+    WALK_OVERHEAD = 4           # cycles a pass adds to its nb reads: the pipeline and the exit
+    RECEIVE_LATENCY = 5         # from a row's last beat to the walk being able to take it
 
-    def __init__(self, *, lanes: int, buckets: int, row_entries: int, score_bits: int,
-                 weight_bits: int, count_bits: int, th_r_frac_bits: int, counter_bits: int):
-        wtu_rules(lanes=lanes, buckets=buckets, row_entries=row_entries, score_bits=score_bits,
-                  weight_bits=weight_bits, count_bits=count_bits,
-                  th_r_frac_bits=th_r_frac_bits, counter_bits=counter_bits)
+    def __init__(self, *, lanes: int, buckets: int, pass_buckets: int, row_entries: int,
+                 score_bits: int, weight_bits: int, count_bits: int, th_r_frac_bits: int,
+                 counter_bits: int):
+        wtu_rules(lanes=lanes, buckets=buckets, pass_buckets=pass_buckets,
+                  row_entries=row_entries, score_bits=score_bits, weight_bits=weight_bits,
+                  count_bits=count_bits, th_r_frac_bits=th_r_frac_bits,
+                  counter_bits=counter_bits)
         self._lanes, self._buckets, self._row_entries = lanes, buckets, row_entries
+        self._pass = pass_buckets
         self._score_bits, self._weight_bits, self._count_bits = score_bits, weight_bits, count_bits
         self._th_r_frac_bits, self._counter_bits = th_r_frac_bits, counter_bits
         id_bits = max(1, ceil_log2(row_entries))
@@ -105,6 +121,7 @@ class WicsumThresholdUnit(wiring.Component):
 
     lanes = property(lambda self: self._lanes)
     buckets = property(lambda self: self._buckets)
+    pass_buckets = property(lambda self: self._pass)
     row_entries = property(lambda self: self._row_entries)
     th_r_frac_bits = property(lambda self: self._th_r_frac_bits)
 
@@ -114,50 +131,62 @@ class WicsumThresholdUnit(wiring.Component):
         return self._weight_bits + self._count_bits + max(1, ceil_log2(self._row_entries))
 
     @property
+    def code_bits(self) -> int:
+        """Width of an entry's bucket code in a pass (0..P, P = not selected)."""
+        return max(1, ceil_log2(self._pass + 1))
+
+    @property
     def memory_bits(self) -> int:
         entry = self._score_bits + self._weight_bits + self._count_bits + 1
-        return self._row_entries * entry + self._row_entries
-
-    @property
-    def receive_latency(self) -> int:
-        """Cycles from a row's last beat to its first bucket pass: the preprocess pipeline
-        (2, its lane trees split by a register), draining, threshold and bounds."""
-        return 5
-
-    @property
-    def bucket_overhead(self) -> int:
-        """Cycles a bucket pass adds to its ``nb`` reads: the walk pipeline (3) and the exit
-        decision."""
-        return 4
+        return self._row_entries * (entry + 1 + 2 * self.code_bits)
 
     @property
     def clear_cycles(self) -> int:
-        """Cycles after reset before the unit takes a row (it clears its union memory)."""
+        """Cycles after reset before the marker takes a row (it clears its union memory)."""
         return self._row_entries // self._lanes
 
-    def row_cycles(self, n: int, visited: int) -> int:
-        """Cycles from a row's first beat to the unit taking the next row's first beat."""
+    def passes(self, visited: int) -> int:
+        """Passes the walk makes over a row to visit ``visited`` buckets."""
+        return max(1, -(-visited // self._pass))
+
+    def walk_cycles(self, n: int, visited: int) -> int:
+        """Cycles the walk spends on a row of ``n`` entries that visits ``visited`` buckets."""
         nb = max(1, -(-n // self._lanes))
-        return nb + self.receive_latency + visited * (nb + self.bucket_overhead)
+        return self.passes(visited) * (nb + self.WALK_OVERHEAD)
 
     def emit_cycles(self, words: int, selected: int) -> int:
         """Cycles to emit a head whose rows touched ``words`` union words (the longest row's
         beats) and selected ``selected`` ids, ``o`` ready."""
         return 3 * words + selected + 2
 
+    def schedule(self, rows, head_selected, *, clearing: int = 0) -> dict:
+        """The unit's timing, cycle for cycle, with the input always valid and ``o`` always
+        ready, from the golden model's per-row results.
+
+        ``rows``: ``(n, visited, refused, any_valid, head_last)`` per row in order;
+        ``head_selected``: the selected ids per head. Returns ``first_beats`` (the cycle each
+        row's first beat is taken, from the first row's at 0; ``clearing``: the cycles the
+        marker still spends clearing the union after that), ``closes`` (the cycle of each
+        head's closing beat), ``busy`` (what the ``busy`` counter counts) and ``done`` (the
+        cycle after the last closing beat)."""
+        return _schedule(self, rows, head_selected, clearing)
+
     def elaborate(self, platform):
         m = Module()
         x = SimpleNamespace()            # the signals the sections below share
         self._memories(m, x)
         self._receive(m, x)
+        self._prepare(m, x)
         self._walk(m, x)
-        self._emission(m, x)
-        self._control(m, x)
+        self._mark(m, x)
+        self._busy(m, x)
         return m
 
+    # ------------------------------------------------------------------ memories
+
     def _memories(self, m, x):
-        N = self._lanes
-        x.D = self._row_entries // N
+        N, P = self._lanes, self._pass
+        x.D = D = self._row_entries // N
         x.blog = exact_log2(self._buckets)
         sb = self._score_bits
         x.prod_bits = self._weight_bits + self._count_bits
@@ -165,126 +194,32 @@ class WicsumThresholdUnit(wiring.Component):
         store_t = data.StructLayout({"score": signed(sb), "weight": self._weight_bits,
                                      "count": self._count_bits, "valid": 1})
         m.submodules.rowmem = rowmem = memory.Memory(
-            shape=data.ArrayLayout(store_t, N), depth=x.D, init=[])
-        m.submodules.unimem = unimem = memory.Memory(shape=N, depth=x.D, init=[])
-        row_wr, row_rd = rowmem.write_port(), rowmem.read_port()
-        uni_wr, uni_rd = unimem.write_port(), unimem.read_port()
-        x.row_wr, x.row_rd, x.uni_wr, x.uni_rd = row_wr, row_rd, uni_wr, uni_rd
+            shape=data.ArrayLayout(store_t, N), depth=D, init=[])
+        m.submodules.unimem = unimem = memory.Memory(shape=N, depth=D, init=[])
+        m.submodules.codemem = codemem = memory.Memory(
+            shape=data.ArrayLayout(self.code_bits, N), depth=2 * D, init=[])
+        x.row_wr, x.row_rd = rowmem.write_port(), rowmem.read_port()
+        x.uni_wr, x.uni_rd = unimem.write_port(), unimem.read_port()
+        x.code_wr, x.code_rd = codemem.write_port(), codemem.read_port()
+        # a received row on its way to the walk
+        bound = signed(sb + 2)
+        x.row_t = data.StructLayout({
+            "base": range(D), "stored": range(D + 1), "overflow": 1, "any": 1,
+            "head_last": 1, "th": self.sum_bits, "smin": signed(sb), "r1": sb + 1,
+            "acc": sb + 1 + x.blog, "lo": data.ArrayLayout(bound, P), "hi": bound})
+        m.submodules.rows = x.fifo = fifo.SyncFIFO(width=data.Layout.cast(x.row_t).size,
+                                                   depth=2)
+        x.head = data.View(x.row_t, x.fifo.r_data)
+        # the walk's hand-off to the marker, one slot per code bank
+        x.mark_t = data.StructLayout({"stored": range(D + 1), "exit": range(P + 1),
+                                      "overflow": 1, "head_last": 1})
+        x.slot = Array(Signal(x.mark_t, name=f"slot_{b}") for b in range(2))
+        x.slot_full = Signal(2)
 
-    def _receive(self, m, x):
-        """Store the row; accumulate min, max and Σ w·n through a split lane tree (p1, p2)."""
-        N, D, sb = self._lanes, x.D, self._score_bits
-        x.beat = beat = Signal(range(D + 2))   # beats received of this row (saturates at D+1)
-        x.nbeats = Signal(range(D + 1))
-        x.overflow = Signal()
-        x.head_last = Signal()
-        x.row_in_head = Signal(16)      # rows of the current head done (for error_row)
-        x.head_no = Signal(16)          # heads closed since reset (for error_head)
-        p1_valid = Signal()
-        p1_prod = [Signal(x.prod_bits, name=f"p1_prod_{j}") for j in range(N)]
-        p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
-        p1_hi = [Signal(signed(sb), name=f"p1_hi_{j}") for j in range(N)]
-        p1_any = Signal()
-        x.total = total = Signal(self.sum_bits)
-        x.smin = smin = Signal(signed(sb), init=x.smax_c)
-        x.smax = smax = Signal(signed(sb), init=x.smin_c)
-        x.any_valid = any_valid = Signal()
-        x.take = take = Signal()
-        x.th_r = Signal.like(self.th_r)
-        m.d.comb += take.eq(self.i.valid & self.i.ready)
-        pay = self.i.payload
-        m.d.comb += [x.row_wr.addr.eq(beat), x.row_wr.en.eq(take & (beat < D))]
-        for j in range(N):
-            e = pay.entry[j]
-            m.d.comb += [x.row_wr.data[j].score.eq(e.score),
-                         x.row_wr.data[j].weight.eq(e.weight),
-                         x.row_wr.data[j].count.eq(e.count),
-                         x.row_wr.data[j].valid.eq(pay.valid[j])]
-        m.d.sync += p1_valid.eq(take & (beat < D))
-        with m.If(take):
-            m.d.sync += p1_any.eq(pay.valid.any())
-            for j in range(N):
-                e, v = pay.entry[j], pay.valid[j]
-                m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
-                             p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
-                             p1_hi[j].eq(Mux(v, e.score, x.smin_c))]
-        # the lane trees are split by a register (p2) halfway, for the clock
-        x.half = half = (exact_log2(N) + 1) // 2
-        p2_valid = Signal()
-        p2_any = Signal()
-        m.d.sync += [p2_valid.eq(p1_valid), p2_any.eq(p1_any)]
-        p2 = {}
-        for key, items, op in (("sum", p1_prod, _add), ("min", p1_lo, _lesser),
-                               ("max", p1_hi, _greater)):
-            part = reduce_tree(m, items, op, f"p1_{key}", levels=half)
-            p2[key] = reduce_tree(m, register(m, part, f"p2_{key}"), op, f"p2_{key}")
-        row_sum, row_min, row_max = p2["sum"], p2["min"], p2["max"]
-        with m.If(p2_valid):
-            m.d.sync += [total.eq(total + row_sum), any_valid.eq(any_valid | p2_any)]
-            with m.If(row_min < smin):
-                m.d.sync += smin.eq(row_min)
-            with m.If(row_max > smax):
-                m.d.sync += smax.eq(row_max)
-        x.p1_valid, x.p2_valid = p1_valid, p2_valid
+    def _wrap(self, ptr, D):
+        return Mux(ptr == D - 1, 0, ptr + 1)
 
-    def _walk(self, m, x):
-        """Threshold, bucket bounds, and one pass over the stored row per bucket (w1-w3)."""
-        N, D, B, sb, blog = self._lanes, x.D, self._buckets, self._score_bits, x.blog
-        x.th_prod = Signal(self.sum_bits + self._th_r_frac_bits + 1)
-        x.th = Signal(self.sum_bits)
-        x.r1 = Signal(sb + 1)                   # smax - smin + 1
-        x.acc_k = Signal(sb + 1 + blog)         # k · r1
-        x.k = Signal(range(B))
-        x.lo = lo = Signal(signed(sb + 2))
-        x.hi = hi = Signal(signed(sb + 2))
-        m.d.comb += lo.eq(x.smin + (x.acc_k >> blog))
-        x.running = running = Signal(self.sum_bits)
-        x.bsum = bsum = Signal(self.sum_bits)
-
-        x.wbeat = wbeat = Signal(range(D + 1))
-        x.issue = Signal()
-        w1_valid, w1_addr = Signal(), Signal(range(D))
-        x.w1_valid, x.w1_addr = w1_valid, w1_addr
-        x.w2_valid = w2_valid = Signal()
-        w2_prod = [Signal(x.prod_bits, name=f"w2_prod_{j}") for j in range(N)]
-        m.d.sync += [w1_valid.eq(x.issue), w1_addr.eq(wbeat), w2_valid.eq(w1_valid)]
-        x.sel = sel = Signal(N)
-        for j in range(N):
-            e = x.row_rd.data[j]
-            inb = Signal(name=f"w1_in_{j}")
-            m.d.comb += [inb.eq(e.valid & (e.score >= lo) & (e.score < hi)),
-                         sel[j].eq(inb & (e.count != 0))]
-            m.d.sync += w2_prod[j].eq(Mux(inb, e.weight * e.count, 0))
-        x.w3_valid = w3_valid = Signal()
-        m.d.sync += w3_valid.eq(w2_valid)
-        part = reduce_tree(m, w2_prod, _add, "w2_sum", levels=x.half)
-        bucket_sum = reduce_tree(m, register(m, part, "w3_sum"), _add, "w3_sum")
-        with m.If(w3_valid):
-            m.d.sync += bsum.eq(bsum + bucket_sum)
-        x.running_new = Signal(self.sum_bits)
-        m.d.comb += x.running_new.eq(running + bsum)
-
-    def _emission(self, m, x):
-        """The union's lowest set bit of a word, as the next selected id."""
-        N, D = self._lanes, x.D
-        x.hwm = Signal(range(D + 1))           # union words touched by this head
-        x.e_w = Signal(range(D + 1))
-        x.wbits = wbits = Signal(N)
-        x.n_sel = Signal(ceil_log2(self._row_entries + 1) + 1)
-        x.lowest = lowest = Signal(N)
-        m.d.comb += lowest.eq(wbits & (~wbits + 1))
-        x.low_idx = low_idx = Signal(max(1, exact_log2(N)))
-        m.d.comb += low_idx.eq(reduce_tree(m, [Mux(lowest[j], j, 0) for j in range(N)],
-                                           lambda a, b: a | b, "e_idx") if N > 1 else 0)
-        x.clr = Signal(range(D + 1))
-
-    def _control(self, m, x):
-        """The row sequencer: clear, receive, drain, threshold, walk, emit."""
-        # union memory ports: the walk ORs in its marks, emission and reset clear words
-        with m.FSM(init="CLEAR"):
-            self._receive_states(m, x)
-            self._walk_states(m, x)
-            self._emit_states(m, x)
+    # ------------------------------------------------------------------ receive
 
     def _raise(self, m, x, code):
         """Set the sticky error; the first one keeps its code, head and row."""
@@ -293,134 +228,450 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.sync += [self.error_code.eq(code), self.error_head.eq(x.head_no),
                          self.error_row.eq(x.row_in_head)]
 
-    def _receive_states(self, m, x):
-        """CLEAR (after reset), RECV (a row's beats), DRAIN (the preprocess empties)."""
-        D = x.D
+    def _receive(self, m, x):
+        """Store the row in the ring; min, max and Σ w·n through a split lane tree (p1, p2)."""
+        N, D, sb = self._lanes, x.D, self._score_bits
         perf, pay = self.perf, self.i.payload
-        uni_wr, beat = x.uni_wr, x.beat
-        with m.State("CLEAR"):
-            m.d.comb += [uni_wr.addr.eq(x.clr), uni_wr.data.eq(0), uni_wr.en.eq(1)]
-            m.d.sync += x.clr.eq(x.clr + 1)
-            with m.If(x.clr == D - 1):
-                m.next = "RECV"
-
-        with m.State("RECV"):
-            m.d.comb += self.i.ready.eq(1)
-            with m.If(x.take):
-                m.d.sync += perf.busy.eq(perf.busy + 1)
-                with m.If(beat == 0):
-                    m.d.sync += x.th_r.eq(self.th_r)         # Th_r taken with a row's first beat
-                with m.If(pay.first != (beat == 0)):
-                    self._raise(m, x, 2)                     # framing broken
-                with m.If(beat <= D):
-                    m.d.sync += beat.eq(beat + 1)
+        x.beat = beat = Signal(range(D + 2))   # beats of this row taken (saturates at D+1)
+        x.wptr = wptr = Signal(range(D))       # the ring's next free word
+        x.base = Signal(range(D))              # this row's first word
+        x.occupied = occupied = Signal(range(D + 1))
+        x.inflight = inflight = Signal(range(3))   # rows begun and not yet taken by the walk
+        x.release = Signal(range(D + 1))       # words the walk frees this cycle
+        x.took = Signal()                      # the walk takes a row this cycle
+        x.over = Signal()                      # this row outgrew the memory
+        x.th_r = Signal.like(self.th_r)
+        x.head_no = Signal(16)                 # heads received since reset (for error_head)
+        x.row_in_head = Signal(16)             # rows of this head received (for error_row)
+        x.take = take = Signal()
+        first = beat == 0
+        store = Signal()
+        m.d.comb += [
+            self.i.ready.eq((~first | (inflight < 2)) & ((occupied < D) | (beat >= D))),
+            take.eq(self.i.valid & self.i.ready),
+            store.eq(take & (beat < D)),
+            x.row_wr.addr.eq(wptr), x.row_wr.en.eq(store)]
+        for j in range(N):
+            e = pay.entry[j]
+            m.d.comb += [x.row_wr.data[j].score.eq(e.score),
+                         x.row_wr.data[j].weight.eq(e.weight),
+                         x.row_wr.data[j].count.eq(e.count),
+                         x.row_wr.data[j].valid.eq(pay.valid[j])]
+        m.d.sync += [occupied.eq(occupied + store - x.release),
+                     inflight.eq(inflight + (take & first) - x.took)]
+        # what travels with the row's last beat: p1_meta, then p2_meta
+        meta_t = data.StructLayout({"base": range(D), "stored": range(D + 1), "overflow": 1,
+                                    "head_last": 1, "th_r": len(self.th_r)})
+        p1_meta, p2_meta = Signal(meta_t), Signal(meta_t)
+        with m.If(store):
+            m.d.sync += wptr.eq(self._wrap(wptr, D))
+        with m.If(take):
+            with m.If(first):
+                m.d.sync += [x.th_r.eq(self.th_r), x.base.eq(wptr)]
+            with m.If(pay.first != first):
+                self._raise(m, x, 2)                     # framing broken
+            with m.If(beat == D):
+                self._raise(m, x, 1)                     # the row is longer than the memory
+            with m.If(pay.last):
+                m.d.sync += [beat.eq(0), x.over.eq(0),
+                             p1_meta.base.eq(Mux(first, wptr, x.base)),
+                             p1_meta.stored.eq(Mux(beat >= D, D, beat + 1)),
+                             p1_meta.overflow.eq(x.over | (beat >= D)),
+                             p1_meta.head_last.eq(pay.head_last),
+                             p1_meta.th_r.eq(Mux(first, self.th_r, x.th_r)),
+                             x.row_in_head.eq(Mux(pay.head_last, 0, x.row_in_head + 1)),
+                             x.head_no.eq(x.head_no + pay.head_last)]
+            with m.Else():
+                m.d.sync += beat.eq(Mux(beat <= D, beat + 1, beat))
                 with m.If(beat >= D):
-                    m.d.sync += x.overflow.eq(1)
-                with m.If(pay.last):
-                    m.d.sync += [x.head_last.eq(pay.head_last), x.nbeats.eq(
-                        Mux(beat >= D, D, beat + 1))]
-                    m.next = "DRAIN"
+                    m.d.sync += x.over.eq(1)
+        m.d.sync += p2_meta.eq(p1_meta)
+        # the lane pipeline: p1 (per lane), half the trees, p2 (the rest, the accumulators)
+        p1_valid, p1_first, p1_last, p1_any = Signal(), Signal(), Signal(), Signal()
+        p1_prod = [Signal(x.prod_bits, name=f"p1_prod_{j}") for j in range(N)]
+        p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
+        p1_hi = [Signal(signed(sb), name=f"p1_hi_{j}") for j in range(N)]
+        m.d.sync += [p1_valid.eq(take), p1_first.eq(first), p1_last.eq(pay.last)]
+        with m.If(take):
+            m.d.sync += p1_any.eq(pay.valid.any())
+            for j in range(N):
+                e, v = pay.entry[j], pay.valid[j]
+                m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
+                             p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
+                             p1_hi[j].eq(Mux(v, e.score, x.smin_c))]
+        x.half = half = (exact_log2(N) + 1) // 2
+        p2_valid, p2_first, p2_last, p2_any = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [p2_valid.eq(p1_valid), p2_first.eq(p1_first), p2_last.eq(p1_last),
+                     p2_any.eq(p1_any)]
+        p2 = {}
+        for key, items, op in (("sum", p1_prod, _add), ("min", p1_lo, _lesser),
+                               ("max", p1_hi, _greater)):
+            part = reduce_tree(m, items, op, f"p1_{key}", levels=half)
+            p2[key] = reduce_tree(m, register(m, part, f"p2_{key}"), op, f"p2_{key}")
+        total = Signal(self.sum_bits)
+        smin = Signal(signed(sb), init=x.smax_c)
+        smax = Signal(signed(sb), init=x.smin_c)
+        any_valid = Signal()
+        n_total, n_min, n_max, n_any = (Signal.like(total), Signal.like(smin),
+                                        Signal.like(smax), Signal())
+        m.d.comb += [
+            n_total.eq(Mux(p2_first, 0, total) + p2["sum"]),
+            n_min.eq(_lesser(Mux(p2_first, x.smax_c, smin), p2["min"])),
+            n_max.eq(_greater(Mux(p2_first, x.smin_c, smax), p2["max"])),
+            n_any.eq(Mux(p2_first, 0, any_valid) | p2_any)]
+        with m.If(p2_valid):
+            m.d.sync += [total.eq(n_total), smin.eq(n_min), smax.eq(n_max),
+                         any_valid.eq(n_any)]
+        # a finished row's statistics (s1)
+        x.s1_valid = Signal()
+        x.s1 = SimpleNamespace(total=Signal.like(total), smin=Signal.like(smin),
+                               smax=Signal.like(smax), any=Signal(), meta=Signal(meta_t))
+        m.d.sync += x.s1_valid.eq(p2_valid & p2_last)
+        with m.If(p2_valid & p2_last):
+            m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq(n_min), x.s1.smax.eq(n_max),
+                         x.s1.any.eq(n_any), x.s1.meta.eq(p2_meta)]
+        x.p1_valid, x.p2_valid = p1_valid, p2_valid
 
-        with m.State("DRAIN"):                       # the preprocess pipeline empties
-            m.d.sync += perf.busy.eq(perf.busy + 1)
-            with m.If(~x.p1_valid & ~x.p2_valid):
-                m.d.sync += [x.th_prod.eq(x.total * x.th_r),
-                             x.r1.eq(x.smax - x.smin + 1)]
-                m.next = "THRESH"
+    def _bounds(self, m, x, acc, r1, smin, name):
+        """The P bounds ``smin + ((acc - d·r1) >> log2 B)``, d = 0..P-1 (comb)."""
+        sb = self._score_bits
+        out = []
+        for d in range(self._pass):
+            lo = Signal(signed(sb + 2), name=f"{name}_{d}")
+            m.d.comb += lo.eq(smin + ((acc - r1 * d).as_signed() >> x.blog))
+            out.append(lo)
+        return out
 
-    def _walk_states(self, m, x):
-        """THRESH (threshold and the top bucket's bounds), WALK (a pass a bucket, exit)."""
-        N, B = self._lanes, self._buckets
+    def _prepare(self, m, x):
+        """s2: the threshold's product and the score range; then the first pass's bounds and
+        the row into the walk's queue."""
+        sb, s1 = self._score_bits, x.s1
+        x.s2_valid = Signal()
+        th_prod = Signal(self.sum_bits + self._th_r_frac_bits + 1)
+        r1 = Signal(sb + 1)
+        s2_smin, s2_smax = Signal(signed(sb)), Signal(signed(sb))
+        s2_any, s2_meta = Signal(), Signal.like(s1.meta)
+        m.d.sync += [x.s2_valid.eq(x.s1_valid), th_prod.eq(s1.total * s1.meta.th_r),
+                     r1.eq(s1.smax - s1.smin + 1), s2_smin.eq(s1.smin), s2_smax.eq(s1.smax),
+                     s2_any.eq(s1.any), s2_meta.eq(s1.meta)]
+        rec = Signal(x.row_t)
+        acc = Signal(sb + 1 + x.blog)
+        m.d.comb += acc.eq((r1 << x.blog) - r1)
+        lo = self._bounds(m, x, acc, r1, s2_smin, "first_lo")
+        m.d.comb += [rec.base.eq(s2_meta.base), rec.stored.eq(s2_meta.stored),
+                     rec.overflow.eq(s2_meta.overflow), rec.any.eq(s2_any),
+                     rec.head_last.eq(s2_meta.head_last),
+                     rec.th.eq(th_prod >> self._th_r_frac_bits), rec.smin.eq(s2_smin),
+                     rec.r1.eq(r1), rec.acc.eq(acc), rec.hi.eq(s2_smax + 1),
+                     x.fifo.w_data.eq(rec.as_value()), x.fifo.w_en.eq(x.s2_valid)]
+        m.d.comb += [rec.lo[d].eq(lo[d]) for d in range(self._pass)]
+
+    # ------------------------------------------------------------------ walk
+
+    def _walk(self, m, x):
+        """Take a row, pass over it P buckets at a time (w1-w3), decide the exit."""
+        N, D, B, P, sb = self._lanes, x.D, self._buckets, self._pass, self._score_bits
+        perf, head = self.perf, x.head
+        S = self.sum_bits
+        row = Signal(x.row_t)                  # the row being walked
+        k = Signal(range(B))                   # the pass's top bucket
+        running = Signal(S)
+        cum = [Signal(S, name=f"cum_{d}") for d in range(P)]
+        rptr, wbeat = Signal(range(D)), Signal(range(D + 1))
+        x.w_bank = w_bank = Signal()
+        nlo = [Signal(signed(sb + 2), name=f"next_lo_{d}") for d in range(P)]
+        acc_next = Signal(signed(sb + 2 + x.blog))
+        m.d.comb += acc_next.eq(row.acc - row.r1 * P)
+        m.d.sync += [a.eq(b) for a, b in
+                     zip(nlo, self._bounds(m, x, acc_next, row.r1, row.smin, "walk_lo"))]
+        # the pass pipeline: issue -> w1 (the word: codes, products) -> w2 -> w3 (sums)
+        issue, word = Signal(), Signal(range(D))
+        w1_valid, w1_word = Signal(), Signal(range(D))
+        m.d.sync += [w1_valid.eq(issue), w1_word.eq(word)]
+        cb = self.code_bits
+        w2_valid, w2_word = Signal(), Signal(range(D))
+        w2_code = [Signal(cb, name=f"w2_code_{j}") for j in range(N)]
+        w2_mark = [Signal(cb, name=f"w2_mark_{j}") for j in range(N)]
+        w2_prod = [Signal(x.prod_bits, name=f"w2_prod_{j}") for j in range(N)]
+        m.d.sync += [w2_valid.eq(w1_valid), w2_word.eq(w1_word)]
+        for j in range(N):
+            e = x.row_rd.data[j]
+            above = e.score >= row.hi
+            code = sum((e.score < row.lo[d]).as_unsigned() for d in range(P))
+            m.d.sync += [
+                w2_code[j].eq(Mux(e.valid & ~above, code, P)),
+                w2_mark[j].eq(Mux(e.valid & (e.count != 0), Mux(above, 0, code), P)),
+                w2_prod[j].eq(Mux(e.valid, e.weight * e.count, 0))]
+        m.d.comb += [x.code_wr.addr.eq(Mux(w_bank, D + w2_word, w2_word)),
+                     x.code_wr.en.eq(w2_valid)]
+        m.d.comb += [x.code_wr.data[j].eq(w2_mark[j]) for j in range(N)]
+        w3_valid = Signal()
+        m.d.sync += w3_valid.eq(w2_valid)
+        sums = []
+        for d in range(P):
+            items = [Mux(w2_code[j] <= d, w2_prod[j], 0) for j in range(N)]
+            part = reduce_tree(m, items, _add, f"w2_sum{d}", levels=x.half, shape=S)
+            sums.append(reduce_tree(m, register(m, part, f"w3_sum{d}"), _add, f"w3_sum{d}",
+                                    shape=S))
+        with m.If(w3_valid):
+            m.d.sync += [c.eq(c + s) for c, s in zip(cum, sums)]
+        # the exit: the first d whose running sum exceeds th, or bucket 0
+        over = Signal(P)
+        for d in range(P):
+            m.d.comb += over[d].eq((running + cum[d] > row.th) |
+                                   ((k == P - 1) if d == P - 1 else 0))
+        exit_d = Signal(range(P + 1))
+        m.d.comb += exit_d.eq(P - sum(over[d].as_unsigned() for d in range(P)))
+        rows_read = Signal.like(perf.entries_read)
+        m.d.comb += rows_read.eq(row.stored * N)
+
+        x.walk_busy = Signal()
+
+        def push(exit_code, rec):
+            """Hand the row to the marker (its code bank) and free its words."""
+            m.d.sync += [x.slot[w_bank].stored.eq(rec.stored), x.slot[w_bank].exit.eq(exit_code),
+                         x.slot[w_bank].overflow.eq(rec.overflow),
+                         x.slot[w_bank].head_last.eq(rec.head_last),
+                         x.slot_full.bit_select(w_bank, 1).eq(1), w_bank.eq(~w_bank),
+                         perf.rows.eq(perf.rows + 1)]
+            m.d.comb += x.release.eq(rec.stored)
+
+        with m.FSM(name="walk"):
+            with m.State("IDLE"):
+                with m.If(x.fifo.r_rdy & ~x.slot_full.bit_select(w_bank, 1)):
+                    m.d.comb += [x.fifo.r_en.eq(1), x.took.eq(1)]
+                    m.d.sync += row.eq(head)
+                    with m.If(head.overflow | ~head.any):
+                        with m.If(head.overflow):
+                            m.d.sync += perf.rows_refused.eq(perf.rows_refused + 1)
+                        push(P, head)
+                    with m.Else():
+                        m.d.comb += [issue.eq(1), word.eq(0), x.row_rd.addr.eq(head.base)]
+                        m.d.sync += [rptr.eq(self._wrap(head.base, D)), wbeat.eq(1),
+                                     k.eq(B - 1), running.eq(0)]
+                        m.d.sync += [c.eq(0) for c in cum]
+                        m.next = "PASS"
+            with m.State("PASS"):
+                m.d.comb += x.walk_busy.eq(1)
+                with m.If(wbeat < row.stored):
+                    m.d.comb += [issue.eq(1), word.eq(wbeat), x.row_rd.addr.eq(rptr)]
+                    m.d.sync += [rptr.eq(self._wrap(rptr, D)), wbeat.eq(wbeat + 1)]
+                with m.Elif(~w1_valid & ~w2_valid & ~w3_valid):
+                    m.d.sync += perf.entries_read.eq(perf.entries_read + rows_read)
+                    with m.If(over.any()):
+                        # visited: the buckets above this pass, and up to the exit
+                        m.d.sync += [
+                            perf.buckets_visited.eq(perf.buckets_visited + (B - 1 - k)
+                                                    + exit_d + 1),
+                            perf.buckets_skipped.eq(perf.buckets_skipped + k - exit_d)]
+                        push(exit_d, row)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += [k.eq(k - P), row.acc.eq(acc_next), row.hi.eq(row.lo[P - 1]),
+                                     running.eq(running + cum[P - 1]), rptr.eq(row.base),
+                                     wbeat.eq(0)]
+                        m.d.sync += [row.lo[d].eq(nlo[d]) for d in range(P)]
+                        m.d.sync += [c.eq(0) for c in cum]
+
+    # ------------------------------------------------------------------ mark and emit
+
+    def _mark(self, m, x):
+        """CLEAR (after reset), then per row: OR its marks into the union (MARK); at a head's
+        end E_READ, E_LOAD, E_BITS, E_SUM (emission)."""
+        N, D, P = self._lanes, x.D, self._pass
         perf = self.perf
-        uni_wr, uni_rd, k = x.uni_wr, x.uni_rd, x.k
-        with m.State("THRESH"):
-            m.d.sync += [perf.busy.eq(perf.busy + 1),
-                         x.th.eq(x.th_prod >> self._th_r_frac_bits),
-                         x.acc_k.eq((x.r1 << x.blog) - x.r1), k.eq(B - 1),
-                         x.hi.eq(x.smax + 1), x.running.eq(0), x.bsum.eq(0),
-                         x.wbeat.eq(0)]
-            with m.If(x.overflow):
-                self._raise(m, x, 1)
-                m.d.sync += perf.rows_refused.eq(perf.rows_refused + 1)
-                m.next = "ROW_DONE"
-            with m.Elif(~x.any_valid):
-                m.next = "ROW_DONE"
-            with m.Else():
-                m.next = "WALK"
+        uni_wr, uni_rd, code_rd = x.uni_wr, x.uni_rd, x.code_rd
+        m_bank = Signal()
+        cur = x.slot[m_bank]
+        mw = Signal(range(D + 1))
+        m1_valid, m1_addr = Signal(), Signal(range(D))
+        clr = Signal(range(D + 1))
+        hwm = Signal(range(D + 1))             # union words touched by this head
+        e_w = Signal(range(D + 1))
+        wbits = Signal(N)
+        n_sel = Signal(ceil_log2(self._row_entries + 1) + 1)
+        lowest = Signal(N)
+        m.d.comb += lowest.eq(wbits & (~wbits + 1))
+        low_idx = Signal(max(1, exact_log2(N)))
+        m.d.comb += low_idx.eq(reduce_tree(m, [Mux(lowest[j], j, 0) for j in range(N)],
+                                           lambda a, b: a | b, "e_idx") if N > 1 else 0)
+        marks = Signal(N)
+        m.d.comb += marks.eq(Cat(code_rd.data[j] <= cur.exit for j in range(N)))
+        m.d.sync += m1_valid.eq(0)
 
-        with m.State("WALK"):
-            m.d.sync += perf.busy.eq(perf.busy + 1)
-            m.d.comb += [x.row_rd.addr.eq(x.wbeat), uni_rd.addr.eq(x.wbeat),
-                         uni_wr.addr.eq(x.w1_addr), uni_wr.data.eq(uni_rd.data | x.sel),
-                         uni_wr.en.eq(x.w1_valid)]
-            with m.If(x.wbeat < x.nbeats):
-                m.d.comb += x.issue.eq(1)
-                m.d.sync += x.wbeat.eq(x.wbeat + 1)
-            with m.Elif(~x.w1_valid & ~x.w2_valid & ~x.w3_valid):
-                # the bucket is complete: exit after it, or step to the next one down
-                m.d.sync += [perf.buckets_visited.eq(perf.buckets_visited + 1),
-                             perf.entries_read.eq(perf.entries_read + x.nbeats * N)]
-                with m.If((x.running_new > x.th) | (k == 0)):
-                    m.d.sync += perf.buckets_skipped.eq(perf.buckets_skipped + k)
-                    m.next = "ROW_DONE"
+        def read(w):
+            m.d.comb += [code_rd.addr.eq(Mux(m_bank, D + w, w)), uni_rd.addr.eq(w)]
+            m.d.sync += [m1_valid.eq(1), m1_addr.eq(w), mw.eq(w + 1)]
+
+        def row_end():
+            m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0), m_bank.eq(~m_bank)]
+            with m.If(~cur.overflow & (cur.stored > hwm)):
+                m.d.sync += hwm.eq(cur.stored)
+            with m.If(cur.head_last):
+                m.d.sync += [e_w.eq(0), n_sel.eq(0)]
+                m.next = "E_READ"
+            with m.Else():
+                m.next = "IDLE"
+
+        x.mark_busy = Signal()
+        with m.FSM(name="mark", init="CLEAR"):
+            with m.State("CLEAR"):
+                m.d.comb += [uni_wr.addr.eq(clr), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+                m.d.sync += clr.eq(clr + 1)
+                with m.If(clr == D - 1):
+                    m.next = "IDLE"
+
+            with m.State("IDLE"):
+                with m.If(x.slot_full.bit_select(m_bank, 1)):
+                    with m.If(cur.exit == P):
+                        row_end()                        # nothing to mark
+                    with m.Else():
+                        read(0)
+                        m.next = "MARK"
+
+            with m.State("MARK"):
+                m.d.comb += x.mark_busy.eq(1)
+                m.d.comb += [uni_wr.addr.eq(m1_addr), uni_wr.data.eq(uni_rd.data | marks),
+                             uni_wr.en.eq(m1_valid)]
+                with m.If(mw < cur.stored):
+                    read(mw)
                 with m.Else():
-                    m.d.sync += [k.eq(k - 1), x.hi.eq(x.lo), x.acc_k.eq(x.acc_k - x.r1),
-                                 x.running.eq(x.running_new), x.bsum.eq(0), x.wbeat.eq(0)]
+                    row_end()
 
-    def _emit_states(self, m, x):
-        """ROW_DONE, then at a head's end E_READ, E_LOAD, E_BITS, E_SUM (emission)."""
-        N = self._lanes
-        perf = self.perf
-        uni_wr, uni_rd, beat = x.uni_wr, x.uni_rd, x.beat
-        with m.State("ROW_DONE"):
-            m.d.sync += [perf.busy.eq(perf.busy + 1), perf.rows.eq(perf.rows + 1),
-                         beat.eq(0), x.overflow.eq(0), x.total.eq(0),
-                         x.smin.eq(x.smax_c), x.smax.eq(x.smin_c), x.any_valid.eq(0)]
-            with m.If(~x.overflow & (x.nbeats > x.hwm)):
-                m.d.sync += x.hwm.eq(x.nbeats)
-            m.d.sync += x.row_in_head.eq(Mux(x.head_last, 0, x.row_in_head + 1))
-            with m.If(x.head_last):
-                m.d.sync += x.head_no.eq(x.head_no + 1)
-                m.d.sync += [x.e_w.eq(0), x.n_sel.eq(0)]
-                m.next = "E_READ"
-            with m.Else():
-                m.next = "RECV"
+            with m.State("E_READ"):
+                m.d.comb += [x.mark_busy.eq(1), uni_rd.addr.eq(e_w)]
+                with m.If(e_w >= hwm):
+                    m.next = "E_SUM"
+                with m.Else():
+                    m.next = "E_LOAD"
 
-        with m.State("E_READ"):
-            m.d.sync += perf.busy.eq(perf.busy + 1)
-            m.d.comb += uni_rd.addr.eq(x.e_w)
-            with m.If(x.e_w >= x.hwm):
-                m.next = "E_SUM"
-            with m.Else():
-                m.next = "E_LOAD"
+            with m.State("E_LOAD"):
+                m.d.comb += x.mark_busy.eq(1)
+                m.d.sync += wbits.eq(uni_rd.data)
+                m.d.comb += [uni_wr.addr.eq(e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+                m.next = "E_BITS"
 
-        with m.State("E_LOAD"):
-            m.d.sync += [perf.busy.eq(perf.busy + 1), x.wbits.eq(uni_rd.data)]
-            m.d.comb += [uni_wr.addr.eq(x.e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
-            m.next = "E_BITS"
+            with m.State("E_BITS"):
+                m.d.comb += x.mark_busy.eq(1)
+                with m.If(wbits == 0):
+                    m.d.sync += e_w.eq(e_w + 1)
+                    m.next = "E_READ"
+                with m.Else():
+                    cluster = self.o.payload.cluster
+                    m.d.comb += [self.o.valid.eq(1),
+                                 cluster.eq(Cat(low_idx, e_w)[:len(cluster)]
+                                            if N > 1 else e_w),
+                                 self.o.payload.count.eq(n_sel + 1)]
+                    with m.If(self.o.ready):
+                        m.d.sync += [wbits.eq(wbits & ~lowest), n_sel.eq(n_sel + 1)]
+                    with m.Else():
+                        m.d.sync += perf.stalled.eq(perf.stalled + 1)
 
-        with m.State("E_BITS"):
-            m.d.sync += perf.busy.eq(perf.busy + 1)
-            with m.If(x.wbits == 0):
-                m.d.sync += x.e_w.eq(x.e_w + 1)
-                m.next = "E_READ"
-            with m.Else():
-                cluster = self.o.payload.cluster
-                m.d.comb += [self.o.valid.eq(1),
-                             cluster.eq(Cat(x.low_idx, x.e_w)[:len(cluster)]
-                                        if N > 1 else x.e_w),
-                             self.o.payload.count.eq(x.n_sel + 1)]
+            with m.State("E_SUM"):
+                m.d.comb += [x.mark_busy.eq(1), self.o.valid.eq(1),
+                             self.o.payload.last.eq(1), self.o.payload.count.eq(n_sel)]
                 with m.If(self.o.ready):
-                    m.d.sync += [x.wbits.eq(x.wbits & ~x.lowest), x.n_sel.eq(x.n_sel + 1)]
+                    m.d.sync += hwm.eq(0)
+                    m.next = "IDLE"
                 with m.Else():
                     m.d.sync += perf.stalled.eq(perf.stalled + 1)
 
-        with m.State("E_SUM"):
-            m.d.sync += perf.busy.eq(perf.busy + 1)
-            m.d.comb += [self.o.valid.eq(1), self.o.payload.last.eq(1),
-                         self.o.payload.count.eq(x.n_sel)]
-            with m.If(self.o.ready):
-                m.d.sync += x.hwm.eq(0)
-                m.next = "RECV"
-            with m.Else():
-                m.d.sync += perf.stalled.eq(perf.stalled + 1)
+    def _busy(self, m, x):
+        """busy: a cycle in which any stage holds a row (a beat taken, the receive and
+        threshold pipelines, the walk's queue, a pass, a row for the marker, marking or
+        emission)."""
+        busy = (x.take | x.p1_valid | x.p2_valid | x.s1_valid | x.s2_valid | x.fifo.r_rdy |
+                x.walk_busy | x.slot_full.any() | x.mark_busy)
+        with m.If(busy):
+            m.d.sync += self.perf.busy.eq(self.perf.busy + 1)
+
+
+def _schedule(u, rows, head_selected, clearing) -> dict:
+    """:meth:`WicsumThresholdUnit.schedule`: the RTL's stage rules stepped a cycle at a time
+    (the state at the start of a cycle decides what each stage does in it)."""
+    N, D, P = u.lanes, u.row_entries // u.lanes, u.pass_buckets
+    rows = [dict(nb=max(1, -(-n // N)), skip=bool(refused) or not any_valid,
+                 passes=u.passes(v), head_last=hl)
+            for n, v, refused, any_valid, hl in rows]
+    emits, words, sel = [], 0, iter(head_selected)
+    for r in rows:
+        r["stored"] = min(r["nb"], D)
+        if r["nb"] <= D:
+            words = max(words, r["stored"])
+        if r["head_last"]:
+            emits.append(u.emit_cycles(words, len(next(sel))))
+            words = 0
+    emits = iter(emits)
+    first_beats, closes, takes, busy, trace = [], [], {}, 0, []
+    r_row = r_beat = inflight = occupied = 0       # receive
+    fifo = []                                      # (ready cycle, row) for the walk
+    w_row, w_end, w_bank = None, 0, 0              # walk: the row in a pass, its last cycle
+    slot = [None, None]                            # rows handed to the marker, per code bank
+    m_state, m_end, m_bank = "IDLE", 0, 0          # marker: IDLE, MARK or EMIT until m_end
+    t = 0
+    while True:
+        slot_now, d_inflight, d_occupied = list(slot), 0, 0
+        # receive: a beat a cycle while the ring has room and at most one row waits
+        if r_row < len(rows) and (r_beat > 0 or inflight < 2) and (occupied < D or r_beat >= D):
+            r = rows[r_row]
+            if r_beat == 0:
+                first_beats.append(t)
+                d_inflight += 1
+            d_occupied += r_beat < D
+            takes[t] = r_beat == r["nb"] - 1
+            if takes[t]:
+                fifo.append((t + u.RECEIVE_LATENCY, r_row))
+                r_row, r_beat = r_row + 1, 0
+            else:
+                r_beat += 1
+        b = (t in takes or t - 1 in takes or t - 2 in takes or takes.get(t - 3, False)
+             or takes.get(t - 4, False) or any(f[0] <= t for f in fifo)
+             or any(s is not None for s in slot_now))
+        # walk
+        if w_row is not None:
+            b = True
+            if t == w_end:
+                slot[w_bank], w_bank = w_row, w_bank ^ 1
+                d_occupied -= rows[w_row]["stored"]
+                w_row = None
+        elif fifo and fifo[0][0] <= t and slot_now[w_bank] is None:
+            _, k = fifo.pop(0)
+            d_inflight -= 1
+            r = rows[k]
+            if r["skip"]:
+                slot[w_bank], w_bank = k, w_bank ^ 1
+                d_occupied -= r["stored"]
+            else:
+                w_row, w_end = k, t + r["passes"] * (r["nb"] + u.WALK_OVERHEAD) - 1
+        # mark and emit
+        end = None
+        if m_state == "IDLE" and slot_now[m_bank] is not None and t >= clearing:
+            k = slot_now[m_bank]
+            if rows[k]["skip"]:
+                end = t
+            else:
+                m_state, m_end = "MARK", t + rows[k]["stored"]
+        elif m_state == "MARK":
+            b = True
+            if t == m_end:
+                end = t
+        elif m_state == "EMIT":
+            b = True
+            if t == m_end:
+                m_state = "IDLE"
+                closes.append(t)
+        if end is not None:
+            k, slot[m_bank], m_bank = slot_now[m_bank], None, m_bank ^ 1
+            if rows[k]["head_last"]:
+                m_state, m_end = "EMIT", t + next(emits)
+            else:
+                m_state = "IDLE"
+        inflight += d_inflight
+        occupied += d_occupied
+        busy += b
+        trace.append(int(b))
+        t += 1
+        if (r_row == len(rows) and not fifo and w_row is None and m_state == "IDLE"
+                and slot == [None, None]):
+            return {"first_beats": first_beats, "closes": closes, "busy": busy, "done": t,
+                    "trace": trace}

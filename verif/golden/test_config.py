@@ -65,6 +65,7 @@ def test_frozen():
     (dict(n_hp=65), "n_hp must be at most 64, not 65"),
     (dict(wtu_lanes=12), "wtu_lanes must be a positive power of two, not 12"),
     (dict(wtu_row_entries=100), "wtu_row_entries must be a multiple of wtu_lanes (16), not 100"),
+    (dict(wtu_pass_buckets=6), "wtu_pass_buckets must be a positive power of two, not 6"),
     (dict(cluster_id_bits=10), "cluster_id_bits must exceed log2(window) (10), not 10"),
     (dict(hcu_contexts=4), "hcu_contexts must be None (one per layer and hash group) or an "
                            "integer from 1 to n_layers · hash_groups (3), not 4"),

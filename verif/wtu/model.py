@@ -40,7 +40,8 @@ def expected(heads, cfg):
     """``(o beats, golden result)`` of the WTU built and set from ``cfg`` for ``heads``."""
     ref = wtu_reference(heads, th_r_fixed=cfg.th_r_fixed, th_r_frac_bits=cfg.th_r_frac_bits,
                         buckets=cfg.buckets, row_entries=cfg.wtu_row_entries,
-                        lanes=cfg.wtu_lanes)
+                        lanes=cfg.wtu_lanes,
+                        pass_buckets=cfg.block_params("wtu")["pass_buckets"])
     return wtu_beats(ref), ref
 
 
@@ -84,3 +85,12 @@ def trace_rows(trace, qt, preset: str, cfg, *, n_groups: int):
     heads = [[Row(g["score"][i], g["weight"][i], g["count"]) for i in range(len(g["score"]))]
              for g in groups]
     return cfg, run, groups, heads
+
+
+def schedule_rows(heads, ref):
+    """The rows of ``heads`` as :meth:`WicsumThresholdUnit.schedule` takes them, with the
+    golden result ``ref``: ``(n, visited, refused, any_valid, head_last)`` per row."""
+    rows = [(len(r.score), bool(r.valid.any()), k == len(h) - 1)
+            for h in heads for k, r in enumerate(h)]
+    return [(n, v, refused, valid, hl)
+            for (n, valid, hl), v, refused in zip(rows, ref.visited, ref.refused)]

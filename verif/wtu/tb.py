@@ -15,7 +15,7 @@ from rtl import WicsumThresholdUnit
 from verif.lib.cocotb_tb import BlockTB, named
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare, compare_counters
-from verif.wtu.model import all_beats, expected, random_rows
+from verif.wtu.model import all_beats, expected, random_rows, schedule_rows
 
 COUNTERS = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused")
 NAMED = named(CROSSINGS)
@@ -185,15 +185,26 @@ async def reset_mid_row(dut):
 
 @cocotb.test()
 async def row_cycles(dut):
-    """With o ready and no idle cycles, rows take row_cycles and heads emit_cycles."""
+    """With o ready and no idle cycles, the busy cycles, each row's first beat and each head's
+    closing beat fall where :meth:`schedule` says."""
     tb = WtuTB(dut)
     await tb.start()
     m = tb.model
     rng = np.random.default_rng(9)
     heads = [random_rows(rng, 4, n) for n in (1, m.lanes + 1, min(m.row_entries, 200))]
+    heads.insert(1, [Row([], [], [])])
     _, ref, perf, err = await tb.run(heads, 0.3)
-    rows = [r for h in heads for r in h]
-    want = sum(m.row_cycles(len(r.score), v) for r, v in zip(rows, ref.visited))
-    emit = sum(m.emit_cycles(-(-max(len(r.score) for r in h) // m.lanes), len(ids))
-               for h, ids in zip(heads, ref.heads))
-    assert perf["busy"] == want + emit
+    sched = m.schedule(schedule_rows(heads, ref), ref.heads)
+    assert perf["busy"] == sched["busy"], (perf["busy"], sched["busy"])
+    starts = tb.source["i"].cycles
+    firsts = [starts[i] - starts[0] for i in _first_beat_index(heads, m.lanes)]
+    assert firsts == sched["first_beats"], (firsts, sched["first_beats"])
+
+
+def _first_beat_index(heads, lanes):
+    idx, out = 0, []
+    for rows in heads:
+        for r in rows:
+            out.append(idx)
+            idx += max(1, -(-len(r.score) // lanes))
+    return out

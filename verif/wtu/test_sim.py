@@ -10,7 +10,7 @@ from verif.lib.scoreboard import compare, compare_counters
 from vrex.config import Config
 from vrex.rules import ParameterError
 
-from .model import all_beats, expected, random_rows
+from .model import all_beats, expected, random_rows, schedule_rows
 
 COUNTERS = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused")
 
@@ -38,9 +38,13 @@ def point(**kw) -> Config:
     return Config(**{"th_r": 0.3, **kw})
 
 
-SWEEP = {"l4-b8-e64": point(wtu_lanes=4, buckets=8, wtu_row_entries=64),
+SWEEP = {"l4-b8-p2-e64": point(wtu_lanes=4, buckets=8, wtu_pass_buckets=2,
+                                wtu_row_entries=64),
          "l16-b16-e256": point(wtu_lanes=16, buckets=16, wtu_row_entries=256),
-         "l4-b32-e128": point(wtu_lanes=4, buckets=32, wtu_row_entries=128),
+         "l4-b32-p8-e128": point(wtu_lanes=4, buckets=32, wtu_pass_buckets=8,
+                                 wtu_row_entries=128),
+         "l8-b16-p1-e128": point(wtu_lanes=8, buckets=16, wtu_pass_buckets=1,
+                                 wtu_row_entries=128),
          "l1-b4-e8": point(wtu_lanes=1, buckets=4, wtu_row_entries=8),
          "l16-b1-e64": point(wtu_lanes=16, buckets=1, wtu_row_entries=64)}
 
@@ -112,17 +116,25 @@ def test_broken_framing_is_traced():
 
 
 def test_row_cycles():
-    """With o ready and the input always valid, rows take row_cycles and heads emit_cycles."""
-    cfg = point(wtu_lanes=4, buckets=8, wtu_row_entries=64)
-    dut = WicsumThresholdUnit.from_config(cfg)
-    rng = np.random.default_rng(2)
-    heads = [random_rows(rng, 6, n) for n in (1, 7, 33, 64)]
-    _, ref, info = run(cfg, heads)
-    rows = [r for h in heads for r in h]
-    want = sum(dut.row_cycles(len(r.score), v) for r, v in zip(rows, ref.visited))
-    emit = sum(dut.emit_cycles(-(-max(len(r.score) for r in h) // dut.lanes), len(ids))
-               for h, ids in zip(heads, ref.heads))
-    assert info["busy"] == want + emit
+    """With o ready and the input always valid, the busy cycles and the cycles between heads'
+    closing beats are :meth:`schedule`'s, on rows of one beat to the whole memory, heads of one
+    to six rows, several passes a row, refused and empty rows."""
+    for cfg, lens in ((point(wtu_lanes=4, buckets=8, wtu_row_entries=64), (1, 7, 33, 64)),
+                      (point(wtu_lanes=4, buckets=16, wtu_pass_buckets=2,
+                             wtu_row_entries=64, th_r=0.9), (3, 20, 64, 65)),
+                      (point(wtu_lanes=16, buckets=16, wtu_row_entries=256), (40, 1, 256))):
+        dut = WicsumThresholdUnit.from_config(cfg)
+        rng = np.random.default_rng(2)
+        heads = [random_rows(rng, k, n) for k, n in zip((6, 1, 3, 2), lens)]
+        heads.insert(1, [Row([], [], [])])
+        want, ref = expected(heads, cfg)
+        regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("wtu").items()]
+        _, when, info = run_streams(dut, all_beats(heads, dut.lanes), len(want), regs=regs)
+        # the first beat goes in with the first cycle after reset, the union still clearing
+        sched = dut.schedule(schedule_rows(heads, ref), ref.heads, clearing=dut.clear_cycles)
+        closes = [w for w, b in zip(when, want) if b["last"]]
+        assert info["busy"] == sched["busy"]
+        assert np.diff(closes).tolist() == np.diff(sched["closes"]).tolist()
 
 
 def params(**kw) -> dict:
@@ -133,6 +145,8 @@ def params(**kw) -> dict:
     (dict(lanes=12), "lanes must be a positive power of two, not 12"),
     (dict(buckets=12), "buckets must be a positive power of two, not 12"),
     (dict(row_entries=100, lanes=16), "row_entries must be a multiple of lanes (16), not 100"),
+    (dict(pass_buckets=3), "pass_buckets must be a positive power of two, not 3"),
+    (dict(pass_buckets=32, buckets=16), "pass_buckets must be at most buckets (16), not 32"),
     (dict(score_bits=1), "score_bits must be at least 2, not 1"),
 ])
 def test_bad_parameters(kw, msg):
