@@ -21,6 +21,12 @@ _lesser = lambda a, b: Mux(a < b, a, b)
 _greater = lambda a, b: Mux(a > b, a, b)
 
 
+def _times(v, c: int):
+    """``v · c`` for a constant ``c >= 0`` as shifts and adds (no multiplier cell)."""
+    terms = [v << i for i in range(c.bit_length()) if c >> i & 1]
+    return sum(terms[1:], terms[0]) if terms else Const(0)
+
+
 class WicsumThresholdUnit(wiring.Component):
     """WiCSum with bucketed early exit over query rows, united per KV head.
 
@@ -81,8 +87,9 @@ class WicsumThresholdUnit(wiring.Component):
 
     PERF = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused",
             "busy", "stalled")
-    WALK_OVERHEAD = 4           # cycles a pass adds to its nb reads: the pipeline and the exit
+    WALK_OVERHEAD = 4           # cycles from a pass's last read to its exit decision, plus one
     RECEIVE_LATENCY = 5         # from a row's last beat to the walk being able to take it
+    CODE_BANKS = 4              # rows between the walk and the marker (two walked, two done)
 
     def __init__(self, *, lanes: int, buckets: int, pass_buckets: int, row_entries: int,
                  score_bits: int, weight_bits: int, count_bits: int, th_r_frac_bits: int,
@@ -138,7 +145,7 @@ class WicsumThresholdUnit(wiring.Component):
     @property
     def memory_bits(self) -> int:
         entry = self._score_bits + self._weight_bits + self._count_bits + 1
-        return self._row_entries * (entry + 1 + 2 * self.code_bits)
+        return self._row_entries * (entry + 1 + self.CODE_BANKS * self.code_bits)
 
     @property
     def clear_cycles(self) -> int:
@@ -197,7 +204,7 @@ class WicsumThresholdUnit(wiring.Component):
             shape=data.ArrayLayout(store_t, N), depth=D, init=[])
         m.submodules.unimem = unimem = memory.Memory(shape=N, depth=D, init=[])
         m.submodules.codemem = codemem = memory.Memory(
-            shape=data.ArrayLayout(self.code_bits, N), depth=2 * D, init=[])
+            shape=data.ArrayLayout(self.code_bits, N), depth=self.CODE_BANKS * D, init=[])
         x.row_wr, x.row_rd = rowmem.write_port(), rowmem.read_port()
         x.uni_wr, x.uni_rd = unimem.write_port(), unimem.read_port()
         x.code_wr, x.code_rd = codemem.write_port(), codemem.read_port()
@@ -210,11 +217,14 @@ class WicsumThresholdUnit(wiring.Component):
         m.submodules.rows = x.fifo = fifo.SyncFIFO(width=data.Layout.cast(x.row_t).size,
                                                    depth=2)
         x.head = data.View(x.row_t, x.fifo.r_data)
-        # the walk's hand-off to the marker, one slot per code bank
+        # the walk's hand-off to the marker, one slot per code bank; a bank is used from the
+        # walk taking its row to the marker finishing it
+        NB = self.CODE_BANKS
         x.mark_t = data.StructLayout({"stored": range(D + 1), "exit": range(P + 1),
                                       "overflow": 1, "head_last": 1})
-        x.slot = Array(Signal(x.mark_t, name=f"slot_{b}") for b in range(2))
-        x.slot_full = Signal(2)
+        x.slot = Array(Signal(x.mark_t, name=f"slot_{b}") for b in range(NB))
+        x.slot_full = Signal(NB)
+        x.bank_used = Signal(NB)
 
     def _wrap(self, ptr, D):
         return Mux(ptr == D - 1, 0, ptr + 1)
@@ -338,7 +348,7 @@ class WicsumThresholdUnit(wiring.Component):
         out = []
         for d in range(self._pass):
             lo = Signal(signed(sb + 2), name=f"{name}_{d}")
-            m.d.comb += lo.eq(smin + ((acc - r1 * d).as_signed() >> x.blog))
+            m.d.comb += lo.eq(smin + ((acc - _times(r1, d)).as_signed() >> x.blog))
             out.append(lo)
         return out
 
@@ -369,109 +379,181 @@ class WicsumThresholdUnit(wiring.Component):
     # ------------------------------------------------------------------ walk
 
     def _walk(self, m, x):
-        """Take a row, pass over it P buckets at a time (w1-w3), decide the exit."""
+        """Two rows at a time: their passes (P buckets each, w1-w3) interleave on the read
+        port, each row decides its exit when its pass has drained."""
         N, D, B, P, sb = self._lanes, x.D, self._buckets, self._pass, self._score_bits
+        NB, cb = self.CODE_BANKS, self.code_bits
         perf, head = self.perf, x.head
         S = self.sum_bits
-        row = Signal(x.row_t)                  # the row being walked
-        k = Signal(range(B))                   # the pass's top bucket
-        running = Signal(S)
-        cum = [Signal(S, name=f"cum_{d}") for d in range(P)]
-        rptr, wbeat = Signal(range(D)), Signal(range(D + 1))
-        x.w_bank = w_bank = Signal()
-        nlo = [Signal(signed(sb + 2), name=f"next_lo_{d}") for d in range(P)]
-        acc_next = Signal(signed(sb + 2 + x.blog))
-        m.d.comb += acc_next.eq(row.acc - row.r1 * P)
-        m.d.sync += [a.eq(b) for a, b in
-                     zip(nlo, self._bounds(m, x, acc_next, row.r1, row.smin, "walk_lo"))]
-        # the pass pipeline: issue -> w1 (the word: codes, products) -> w2 -> w3 (sums)
-        issue, word = Signal(), Signal(range(D))
-        w1_valid, w1_word = Signal(), Signal(range(D))
-        m.d.sync += [w1_valid.eq(issue), w1_word.eq(word)]
-        cb = self.code_bits
-        w2_valid, w2_word = Signal(), Signal(range(D))
+        ctx = []
+        for c in range(2):
+            cx = SimpleNamespace(
+                row=Signal(x.row_t, name=f"c{c}_row"), k=Signal(range(B), name=f"c{c}_k"),
+                running=Signal(S, name=f"c{c}_running"),
+                cum=[Signal(S, name=f"c{c}_cum_{d}") for d in range(P)],
+                rptr=Signal(range(D), name=f"c{c}_rptr"),
+                wbeat=Signal(range(D + 1), name=f"c{c}_wbeat"),
+                bank=Signal(range(NB), name=f"c{c}_bank"),
+                busy=Signal(name=f"c{c}_busy"),          # holds a row
+                pend=Signal(name=f"c{c}_pend"),          # a pass waits for the read port
+                drain=Signal(name=f"c{c}_drain"),        # its pass is read, not yet decided
+                nlo=[Signal(signed(sb + 2), name=f"c{c}_next_lo_{d}") for d in range(P)],
+                acc_next=Signal(signed(sb + 2 + x.blog), name=f"c{c}_acc_next"),
+                over=Signal(P, name=f"c{c}_over"), exit=Signal(range(P + 1), name=f"c{c}_exit"),
+                ready=Signal(name=f"c{c}_ready"), decide=Signal(name=f"c{c}_decide"))
+            m.d.comb += cx.acc_next.eq(cx.row.acc - _times(cx.row.r1, P))
+            m.d.sync += [a.eq(b) for a, b in zip(
+                cx.nlo, self._bounds(m, x, cx.acc_next, cx.row.r1, cx.row.smin, f"c{c}_lo"))]
+            # the exit: the first d whose running sum exceeds th, or bucket 0
+            for d in range(P):
+                m.d.comb += cx.over[d].eq((cx.running + cx.cum[d] > cx.row.th) |
+                                          ((cx.k == P - 1) if d == P - 1 else 0))
+            m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
+            ctx.append(cx)
+        old = Signal()        # the context holding the older row (when both hold one)
+        cur = Signal()        # the context whose pass is being read
+        issuing = Signal()
+
+        # the pass pipeline: issue -> w1 (the word: codes, products) -> w2 -> w3 (sums);
+        # each stage carries its context, and w1 the pass's bounds
+        issue, word, ictx = Signal(), Signal(range(D)), Signal()
+        w1_valid, w1_word, w1_ctx = Signal(), Signal(range(D)), Signal()
+        w1_lo = [Signal(signed(sb + 2), name=f"w1_lo_{d}") for d in range(P)]
+        w1_hi = Signal(signed(sb + 2))
+        m.d.sync += [w1_valid.eq(issue), w1_word.eq(word), w1_ctx.eq(ictx)]
+        for c, cx in enumerate(ctx):
+            with m.If(ictx == c):
+                m.d.sync += [w1_hi.eq(cx.row.hi)] + [w1_lo[d].eq(cx.row.lo[d])
+                                                     for d in range(P)]
+        w2_valid, w2_word, w2_ctx = Signal(), Signal(range(D)), Signal()
         w2_code = [Signal(cb, name=f"w2_code_{j}") for j in range(N)]
         w2_mark = [Signal(cb, name=f"w2_mark_{j}") for j in range(N)]
         w2_prod = [Signal(x.prod_bits, name=f"w2_prod_{j}") for j in range(N)]
-        m.d.sync += [w2_valid.eq(w1_valid), w2_word.eq(w1_word)]
+        m.d.sync += [w2_valid.eq(w1_valid), w2_word.eq(w1_word), w2_ctx.eq(w1_ctx)]
         for j in range(N):
             e = x.row_rd.data[j]
-            above = e.score >= row.hi
-            code = sum((e.score < row.lo[d]).as_unsigned() for d in range(P))
+            above = e.score >= w1_hi
+            code = sum((e.score < w1_lo[d]).as_unsigned() for d in range(P))
             m.d.sync += [
                 w2_code[j].eq(Mux(e.valid & ~above, code, P)),
                 w2_mark[j].eq(Mux(e.valid & (e.count != 0), Mux(above, 0, code), P)),
                 w2_prod[j].eq(Mux(e.valid, e.weight * e.count, 0))]
-        m.d.comb += [x.code_wr.addr.eq(Mux(w_bank, D + w2_word, w2_word)),
-                     x.code_wr.en.eq(w2_valid)]
+        w2_bank = Signal(range(NB))
+        m.d.comb += w2_bank.eq(Mux(w2_ctx, ctx[1].bank, ctx[0].bank))
+        m.d.comb += [x.code_wr.addr.eq(w2_bank * D + w2_word), x.code_wr.en.eq(w2_valid)]
         m.d.comb += [x.code_wr.data[j].eq(w2_mark[j]) for j in range(N)]
-        w3_valid = Signal()
-        m.d.sync += w3_valid.eq(w2_valid)
+        w3_valid, w3_ctx = Signal(), Signal()
+        m.d.sync += [w3_valid.eq(w2_valid), w3_ctx.eq(w2_ctx)]
         sums = []
         for d in range(P):
             items = [Mux(w2_code[j] <= d, w2_prod[j], 0) for j in range(N)]
-            part = reduce_tree(m, items, _add, f"w2_sum{d}", levels=x.half, shape=S)
-            sums.append(reduce_tree(m, register(m, part, f"w3_sum{d}"), _add, f"w3_sum{d}",
-                                    shape=S))
-        with m.If(w3_valid):
-            m.d.sync += [c.eq(c + s) for c, s in zip(cum, sums)]
-        # the exit: the first d whose running sum exceeds th, or bucket 0
-        over = Signal(P)
-        for d in range(P):
-            m.d.comb += over[d].eq((running + cum[d] > row.th) |
-                                   ((k == P - 1) if d == P - 1 else 0))
-        exit_d = Signal(range(P + 1))
-        m.d.comb += exit_d.eq(P - sum(over[d].as_unsigned() for d in range(P)))
-        rows_read = Signal.like(perf.entries_read)
-        m.d.comb += rows_read.eq(row.stored * N)
+            part = reduce_tree(m, items, _add, f"w2_sum{d}", levels=x.half)
+            sums.append(reduce_tree(m, register(m, part, f"w3_sum{d}"), _add, f"w3_sum{d}"))
+        for c, cx in enumerate(ctx):
+            with m.If(w3_valid & (w3_ctx == c)):
+                m.d.sync += [a.eq(a + s) for a, s in zip(cx.cum, sums)]
+            # a drained pass decides; context 0 first if both could (they cannot: their
+            # passes' last reads are in different cycles)
+            m.d.comb += cx.ready.eq(cx.drain & ~(w1_valid & (w1_ctx == c)) &
+                                    ~(w2_valid & (w2_ctx == c)) & ~(w3_valid & (w3_ctx == c)))
+        m.d.comb += [ctx[0].decide.eq(ctx[0].ready),
+                     ctx[1].decide.eq(ctx[1].ready & ~ctx[0].ready)]
+        deciding = ctx[0].decide | ctx[1].decide
+        exiting = [cx.decide & cx.over.any() for cx in ctx]
 
-        x.walk_busy = Signal()
-
-        def push(exit_code, rec):
-            """Hand the row to the marker (its code bank) and free its words."""
-            m.d.sync += [x.slot[w_bank].stored.eq(rec.stored), x.slot[w_bank].exit.eq(exit_code),
-                         x.slot[w_bank].overflow.eq(rec.overflow),
-                         x.slot[w_bank].head_last.eq(rec.head_last),
-                         x.slot_full.bit_select(w_bank, 1).eq(1), w_bank.eq(~w_bank),
-                         perf.rows.eq(perf.rows + 1)]
-            m.d.comb += x.release.eq(rec.stored)
-
-        with m.FSM(name="walk"):
-            with m.State("IDLE"):
-                with m.If(x.fifo.r_rdy & ~x.slot_full.bit_select(w_bank, 1)):
-                    m.d.comb += [x.fifo.r_en.eq(1), x.took.eq(1)]
-                    m.d.sync += row.eq(head)
-                    with m.If(head.overflow | ~head.any):
-                        with m.If(head.overflow):
-                            m.d.sync += perf.rows_refused.eq(perf.rows_refused + 1)
-                        push(P, head)
+        # the read port: go on with the current pass, or start the older pending one
+        start = Signal()
+        pick = Signal()
+        m.d.comb += pick.eq(Mux(Mux(old, ctx[1].pend, ctx[0].pend), old, ~old))
+        with m.If(issuing):
+            m.d.comb += [issue.eq(1), ictx.eq(cur)]
+            for c, cx in enumerate(ctx):
+                with m.If(cur == c):
+                    m.d.comb += [word.eq(cx.wbeat), x.row_rd.addr.eq(cx.rptr)]
+                    m.d.sync += [cx.rptr.eq(self._wrap(cx.rptr, D)), cx.wbeat.eq(cx.wbeat + 1)]
+                    with m.If(cx.wbeat + 1 == cx.row.stored):
+                        m.d.sync += [issuing.eq(0), cx.drain.eq(1)]
+        with m.Elif(ctx[0].pend | ctx[1].pend):
+            m.d.comb += [issue.eq(1), ictx.eq(pick), start.eq(1), word.eq(0)]
+            m.d.sync += cur.eq(pick)
+            for c, cx in enumerate(ctx):
+                with m.If(pick == c):
+                    m.d.comb += x.row_rd.addr.eq(cx.row.base)
+                    m.d.sync += [cx.pend.eq(0), cx.rptr.eq(self._wrap(cx.row.base, D)),
+                                 cx.wbeat.eq(1)]
+                    with m.If(cx.row.stored == 1):
+                        m.d.sync += cx.drain.eq(1)
                     with m.Else():
-                        m.d.comb += [issue.eq(1), word.eq(0), x.row_rd.addr.eq(head.base)]
-                        m.d.sync += [rptr.eq(self._wrap(head.base, D)), wbeat.eq(1),
-                                     k.eq(B - 1), running.eq(0)]
-                        m.d.sync += [c.eq(0) for c in cum]
-                        m.next = "PASS"
-            with m.State("PASS"):
-                m.d.comb += x.walk_busy.eq(1)
-                with m.If(wbeat < row.stored):
-                    m.d.comb += [issue.eq(1), word.eq(wbeat), x.row_rd.addr.eq(rptr)]
-                    m.d.sync += [rptr.eq(self._wrap(rptr, D)), wbeat.eq(wbeat + 1)]
-                with m.Elif(~w1_valid & ~w2_valid & ~w3_valid):
-                    m.d.sync += perf.entries_read.eq(perf.entries_read + rows_read)
-                    with m.If(over.any()):
-                        # visited: the buckets above this pass, and up to the exit
-                        m.d.sync += [
-                            perf.buckets_visited.eq(perf.buckets_visited + (B - 1 - k)
-                                                    + exit_d + 1),
-                            perf.buckets_skipped.eq(perf.buckets_skipped + k - exit_d)]
-                        push(exit_d, row)
-                        m.next = "IDLE"
+                        m.d.sync += issuing.eq(1)
+
+        # decisions: exit (the row to the marker) or the next pass. A row's words go back to
+        # the ring in row order: a row that exits before an older one adds them to held
+        held = Signal(range(D + 1))
+        rows_inc, refused_inc = Signal(), Signal()
+        for c, cx in enumerate(ctx):
+            with m.If(cx.decide):
+                m.d.sync += [cx.drain.eq(0), perf.entries_read.eq(
+                    perf.entries_read + cx.row.stored * N)]
+                with m.If(cx.over.any()):
+                    m.d.sync += [
+                        perf.buckets_visited.eq(perf.buckets_visited + (B - 1 - cx.k)
+                                                + cx.exit + 1),
+                        perf.buckets_skipped.eq(perf.buckets_skipped + cx.k - cx.exit),
+                        cx.busy.eq(0), old.eq(1 - c)]
+                    self._push(m, x, cx.bank, cx.exit, cx.row)
+                    with m.If((old == c) | ~ctx[1 - c].busy):
+                        m.d.comb += x.release.eq(cx.row.stored + held)
+                        m.d.sync += held.eq(0)
                     with m.Else():
-                        m.d.sync += [k.eq(k - P), row.acc.eq(acc_next), row.hi.eq(row.lo[P - 1]),
-                                     running.eq(running + cum[P - 1]), rptr.eq(row.base),
-                                     wbeat.eq(0)]
-                        m.d.sync += [row.lo[d].eq(nlo[d]) for d in range(P)]
-                        m.d.sync += [c.eq(0) for c in cum]
+                        m.d.sync += held.eq(held + cx.row.stored)
+                    m.d.comb += rows_inc.eq(1)
+                with m.Else():
+                    m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.acc_next),
+                                 cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1),
+                                 cx.running.eq(cx.running + cx.cum[P - 1])]
+                    m.d.sync += [cx.row.lo[d].eq(cx.nlo[d]) for d in range(P)]
+                    m.d.sync += [a.eq(0) for a in cx.cum]
+
+        # a new row from the queue: into a free context and the next code bank
+        x.next_bank = next_bank = Signal(range(NB))
+        free = Signal()
+        into = Signal()                 # the free context it goes into
+        m.d.comb += [free.eq(~ctx[0].busy | ~ctx[1].busy), into.eq(ctx[0].busy)]
+        skip = head.overflow | ~head.any
+        bank_ok = ~x.bank_used.bit_select(next_bank, 1)
+        with m.If(x.fifo.r_rdy & bank_ok & Mux(skip, ~deciding, free)):
+            m.d.comb += [x.fifo.r_en.eq(1), x.took.eq(1)]
+            m.d.sync += [x.bank_used.bit_select(next_bank, 1).eq(1),
+                         next_bank.eq(Mux(next_bank == NB - 1, 0, next_bank + 1))]
+            with m.If(skip):
+                with m.If(head.overflow):
+                    m.d.comb += refused_inc.eq(1)
+                self._push(m, x, next_bank, P, head)
+                m.d.comb += rows_inc.eq(1)
+                with m.If(ctx[0].busy | ctx[1].busy):
+                    m.d.sync += held.eq(held + head.stored)
+                with m.Else():
+                    m.d.comb += x.release.eq(head.stored)
+            with m.Else():
+                for c, cx in enumerate(ctx):
+                    other = ctx[1 - c]
+                    with m.If(into == c):
+                        m.d.sync += [cx.row.eq(head), cx.busy.eq(1), cx.pend.eq(1),
+                                     cx.k.eq(B - 1), cx.running.eq(0), cx.bank.eq(next_bank),
+                                     old.eq(Mux(other.busy & ~exiting[1 - c], 1 - c, c))]
+                        m.d.sync += [a.eq(0) for a in cx.cum]
+        m.d.sync += [perf.rows.eq(perf.rows + rows_inc),
+                     perf.rows_refused.eq(perf.rows_refused + refused_inc)]
+        x.walk_busy = ctx[0].busy | ctx[1].busy
+
+    def _push(self, m, x, bank, exit_code, rec):
+        """Hand a row to the marker through its code bank's slot."""
+        for b in range(self.CODE_BANKS):
+            with m.If(bank == b):
+                m.d.sync += [x.slot[b].stored.eq(rec.stored), x.slot[b].exit.eq(exit_code),
+                             x.slot[b].overflow.eq(rec.overflow),
+                             x.slot[b].head_last.eq(rec.head_last),
+                             x.slot_full[b].eq(1)]
 
     # ------------------------------------------------------------------ mark and emit
 
@@ -481,7 +563,8 @@ class WicsumThresholdUnit(wiring.Component):
         N, D, P = self._lanes, x.D, self._pass
         perf = self.perf
         uni_wr, uni_rd, code_rd = x.uni_wr, x.uni_rd, x.code_rd
-        m_bank = Signal()
+        NB = self.CODE_BANKS
+        m_bank = Signal(range(NB))
         cur = x.slot[m_bank]
         mw = Signal(range(D + 1))
         m1_valid, m1_addr = Signal(), Signal(range(D))
@@ -500,11 +583,13 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.sync += m1_valid.eq(0)
 
         def read(w):
-            m.d.comb += [code_rd.addr.eq(Mux(m_bank, D + w, w)), uni_rd.addr.eq(w)]
+            m.d.comb += [code_rd.addr.eq(m_bank * D + w), uni_rd.addr.eq(w)]
             m.d.sync += [m1_valid.eq(1), m1_addr.eq(w), mw.eq(w + 1)]
 
         def row_end():
-            m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0), m_bank.eq(~m_bank)]
+            m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0),
+                         x.bank_used.bit_select(m_bank, 1).eq(0),
+                         m_bank.eq(Mux(m_bank == NB - 1, 0, m_bank + 1))]
             with m.If(~cur.overflow & (cur.stored > hwm)):
                 m.d.sync += hwm.eq(cur.stored)
             with m.If(cur.head_last):
@@ -589,7 +674,7 @@ class WicsumThresholdUnit(wiring.Component):
 def _schedule(u, rows, head_selected, clearing) -> dict:
     """:meth:`WicsumThresholdUnit.schedule`: the RTL's stage rules stepped a cycle at a time
     (the state at the start of a cycle decides what each stage does in it)."""
-    N, D, P = u.lanes, u.row_entries // u.lanes, u.pass_buckets
+    N, D, P, NB = u.lanes, u.row_entries // u.lanes, u.pass_buckets, u.CODE_BANKS
     rows = [dict(nb=max(1, -(-n // N)), skip=bool(refused) or not any_valid,
                  passes=u.passes(v), head_last=hl)
             for n, v, refused, any_valid, hl in rows]
@@ -605,12 +690,16 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
     first_beats, closes, takes, busy, trace = [], [], {}, 0, []
     r_row = r_beat = inflight = occupied = 0       # receive
     fifo = []                                      # (ready cycle, row) for the walk
-    w_row, w_end, w_bank = None, 0, 0              # walk: the row in a pass, its last cycle
-    slot = [None, None]                            # rows handed to the marker, per code bank
+    ctx = [None, None]       # walk contexts: {row, state PEND/ISSUE/DRAIN, read, done, last}
+    old = cur = held = 0
+    issuing = False
+    next_bank, used, slot = 0, [False] * NB, [None] * NB
     m_state, m_end, m_bank = "IDLE", 0, 0          # marker: IDLE, MARK or EMIT until m_end
     t = 0
     while True:
-        slot_now, d_inflight, d_occupied = list(slot), 0, 0
+        now = [None if c is None else dict(c) for c in ctx]
+        slot_now, used_now = list(slot), list(used)
+        d_inflight = d_occupied = 0
         # receive: a beat a cycle while the ring has room and at most one row waits
         if r_row < len(rows) and (r_beat > 0 or inflight < 2) and (occupied < D or r_beat >= D):
             r = rows[r_row]
@@ -626,23 +715,69 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
                 r_beat += 1
         b = (t in takes or t - 1 in takes or t - 2 in takes or takes.get(t - 3, False)
              or takes.get(t - 4, False) or any(f[0] <= t for f in fifo)
-             or any(s is not None for s in slot_now))
-        # walk
-        if w_row is not None:
-            b = True
-            if t == w_end:
-                slot[w_bank], w_bank = w_row, w_bank ^ 1
-                d_occupied -= rows[w_row]["stored"]
-                w_row = None
-        elif fifo and fifo[0][0] <= t and slot_now[w_bank] is None:
-            _, k = fifo.pop(0)
-            d_inflight -= 1
-            r = rows[k]
-            if r["skip"]:
-                slot[w_bank], w_bank = k, w_bank ^ 1
-                d_occupied -= r["stored"]
+             or any(c is not None for c in now) or any(s is not None for s in slot_now))
+        # walk: a drained pass decides (context 0 first)
+        deciding, exiting = None, [False, False]
+        for c in (0, 1):
+            x = now[c]
+            if x is not None and x["state"] == "DRAIN" and t >= x["last"] + u.WALK_OVERHEAD:
+                deciding = c
+                break
+        if deciding is not None:
+            x = ctx[deciding]
+            x["done"] += 1
+            if x["done"] == rows[x["row"]]["passes"]:
+                slot[x["bank"]] = x["row"]
+                if old == deciding or now[1 - deciding] is None:
+                    d_occupied -= rows[x["row"]]["stored"] + held
+                    held = 0
+                else:
+                    held += rows[x["row"]]["stored"]
+                ctx[deciding] = None
+                exiting[deciding] = True
+                old = 1 - deciding
             else:
-                w_row, w_end = k, t + r["passes"] * (r["nb"] + u.WALK_OVERHEAD) - 1
+                x["state"] = "PEND"
+        # walk: the read port
+        if issuing:
+            x, r = ctx[cur], rows[ctx[cur]["row"]]
+            x["read"] += 1
+            if x["read"] == r["stored"]:
+                x["state"], x["last"], issuing = "DRAIN", t, False
+        else:
+            pend = [now[c] is not None and now[c]["state"] == "PEND" for c in (0, 1)]
+            if any(pend):
+                p = old if pend[old] else 1 - old
+                x, r = ctx[p], rows[ctx[p]["row"]]
+                x["read"] = 1
+                if r["stored"] == 1:
+                    x["state"], x["last"] = "DRAIN", t
+                else:
+                    x["state"], issuing, cur = "ISSUE", True, p
+        # walk: a new row from the queue into a free context and the next bank
+        if fifo and fifo[0][0] <= t and not used_now[next_bank]:
+            k = fifo[0][1]
+            r = rows[k]
+            free = [c for c in (0, 1) if now[c] is None]
+            if r["skip"] and deciding is None:
+                fifo.pop(0)
+                slot[next_bank] = k
+                if any(c is not None for c in now):
+                    held += r["stored"]
+                else:
+                    d_occupied -= r["stored"]
+            elif not r["skip"] and free:
+                fifo.pop(0)
+                c = free[0]
+                ctx[c] = dict(row=k, state="PEND", read=0, done=0, last=0, bank=next_bank)
+                other = now[1 - c]
+                old = 1 - c if other is not None and not exiting[1 - c] else c
+            else:
+                k = None
+            if k is not None:
+                d_inflight -= 1
+                used[next_bank] = True
+                next_bank = (next_bank + 1) % NB
         # mark and emit
         end = None
         if m_state == "IDLE" and slot_now[m_bank] is not None and t >= clearing:
@@ -661,7 +796,9 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
                 m_state = "IDLE"
                 closes.append(t)
         if end is not None:
-            k, slot[m_bank], m_bank = slot_now[m_bank], None, m_bank ^ 1
+            k = slot_now[m_bank]
+            slot[m_bank], used[m_bank] = None, False
+            m_bank = (m_bank + 1) % NB
             if rows[k]["head_last"]:
                 m_state, m_end = "EMIT", t + next(emits)
             else:
@@ -671,7 +808,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
         busy += b
         trace.append(int(b))
         t += 1
-        if (r_row == len(rows) and not fifo and w_row is None and m_state == "IDLE"
-                and slot == [None, None]):
+        if (r_row == len(rows) and not fifo and ctx == [None, None] and m_state == "IDLE"
+                and all(s is None for s in slot)):
             return {"first_beats": first_beats, "closes": closes, "busy": busy, "done": t,
                     "trace": trace}
