@@ -35,7 +35,7 @@ class WicsumThresholdUnit(wiring.Component):
     ``first``/``last``; ``head_last`` on a row's beats closes the KV head's group. Candidate j of
     a row is lane ``j mod lanes`` of beat ``j // lanes``.
 
-    Three stages work on three rows at once (docs/wtu.md):
+    Three stages work on different rows at once (docs/wtu.md):
 
     - *receive*: a row's beats go into the score memory, a ring of ``row_entries / lanes``
       words, one beat a cycle, while a pipeline accumulates the row's minimum and maximum
@@ -43,17 +43,18 @@ class WicsumThresholdUnit(wiring.Component):
       and the first pass's bucket bounds ``lo_k = smin + ((k · (smax - smin + 1)) >> log2
       B)``. The next row streams in while earlier rows are walked: a beat waits only when the
       ring is full or two rows already wait for the walk.
-    - *walk*: passes over the stored row from the top bucket down, ``pass_buckets`` P buckets
-      a pass: each lane compares its score with the pass's P bounds, its multiplier forms
-      ``w·n``, and P adder trees sum, per d, the entries of the pass's top d+1 buckets. After a
-      pass the running sums say where the walk exits: the first bucket whose running sum
-      exceeds ``th`` (or bucket 0). Each entry's bucket code (relative to the pass) goes to a
-      code memory; the row's exit bucket goes with it to the marker.
+    - *walk*: two rows at a time, their passes interleaved on the read port; a pass reads the
+      stored row once and sums ``pass_buckets`` P buckets from the top down: each lane
+      compares its score with the pass's P bounds, its multiplier forms ``w·n``, and P adder
+      trees sum, per d, the entries of the pass's top d+1 buckets. When the pass has drained,
+      the running sums say where the row exits: the first bucket whose running sum exceeds
+      ``th`` (or bucket 0); a row that does not exit makes another pass. Each entry's bucket
+      code (relative to the pass) goes to the row's bank of a four-bank code memory.
     - *mark and emit*: the marker ORs each row's entries up to its exit bucket (with ``n >
-      0``) into the head's union bitmask, and at ``head_last`` emits the union on ``o`` as
-      ascending candidate indices (``last`` = 0, ``count`` = 1, 2, ...) and one closing beat
-      (``last`` = 1, ``count`` = the head's total), clearing it on the way; meanwhile the walk
-      goes on with the next rows (the code memory has two banks).
+      0``) into the head's union bitmask, in row order, and at ``head_last`` emits the union
+      on ``o`` as ascending candidate indices (``last`` = 0, ``count`` = 1, 2, ...) and one
+      closing beat (``last`` = 1, ``count`` = the head's total), clearing it on the way;
+      meanwhile the walk goes on with the next rows.
 
     A row of more than ``row_entries`` entries is refused: it is consumed, selects nothing,
     raises the sticky ``error`` and counts in ``rows_refused`` (refusing keeps the unit's timing
@@ -61,9 +62,10 @@ class WicsumThresholdUnit(wiring.Component):
     whole row's score range).
 
     Timing (:meth:`schedule` gives it cycle for cycle; docs/wtu.md): with ``nb = ceil(n /
-    lanes)``, a row's walk takes ``ceil(visited / P) · (nb + 4)`` cycles; receiving takes
-    ``nb``, marking ``nb + 1``, both beside the walk; a head's emission takes 3 cycles per
-    union word touched, one per selected id, plus 2.
+    lanes)``, a row's walk reads ``ceil(visited / P)`` passes of ``nb`` words, each decided
+    :attr:`WALK_OVERHEAD` cycles after its last read (the other row's pass reads meanwhile);
+    receiving takes ``nb``, marking ``nb + 1``, beside the walk; a head's emission takes 3
+    cycles per union word touched, one per selected id, plus 2.
 
     Parameters (keyword-only, all required; :meth:`from_config` takes them from the build's
     ``Config``; checked by ``vrex.rules.wtu_rules`` with exact messages)
@@ -157,7 +159,8 @@ class WicsumThresholdUnit(wiring.Component):
         return max(1, -(-visited // self._pass))
 
     def walk_cycles(self, n: int, visited: int) -> int:
-        """Cycles the walk spends on a row of ``n`` entries that visits ``visited`` buckets."""
+        """Cycles from a row's first read to the cycle after its exit decision, alone in the
+        walk, for a row of ``n`` entries that visits ``visited`` buckets."""
         nb = max(1, -(-n // self._lanes))
         return self.passes(visited) * (nb + self.WALK_OVERHEAD)
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from verif.hcu.model import frames, structured_hashes, trace_tokens
 from verif.hcu.tb import HcuTB
+from verif.lib.throughput import per_us
 from verif.lib.traces import bundled
 
 
@@ -80,6 +81,9 @@ async def bench(dut):
         _, _, perf, _, _ = await _measure(tb, toks, cfg.th_hd, cfg.max_age)
         report[f"trace_{preset}"] = dict(_summary(tb, perf, tb.sink["o"].cycles[-1] + 1),
                                          tokens=len(toks), trace=tr.name)
+    cyc = {"full_window": report["synthetic_distinct"]["full_window"]["cycles_per_token"]}
+    cyc.update({k: report[k]["cycles_per_token"] for k in ("trace_paper", "trace_tuned")})
+    report["throughput"] = per_us("hcu", cyc, "tokens")
     out = os.environ.get("BENCH_OUT")
     if out:
         with open(out, "w") as f:
@@ -96,4 +100,9 @@ def summary(r: dict) -> list[str]:
         x = r[k]
         lines.append(f"{k}: {x['tokens']} tokens, {x['cycles_per_token']:.2f} cycles/token, "
                      f"{x['opened']} opened, {x['joined']} joined")
+    t = r.get("throughput")
+    if t and t["fmax_mhz"]:
+        now = t["tokens_per_us"]
+        lines.append(f"at {t['fmax_mhz']:.1f} MHz: " + ", ".join(
+            f"{k} {now[k]:.2f} tokens/us" for k in now))
     return lines

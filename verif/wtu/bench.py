@@ -18,6 +18,7 @@ import cocotb
 import numpy as np
 
 from golden.wtu import sort_baseline_cycles
+from verif.lib.throughput import per_us
 from verif.lib.traces import bundled
 from verif.wtu.model import random_rows, schedule_rows, trace_rows
 from verif.wtu.tb import WtuTB
@@ -102,6 +103,9 @@ async def bench(dut):
             "speedup_vs_sort": float(base.mean() / (span / perf["rows"])),
             "entries_holding_80pct_of_mass": float(np.mean(conc)),
             "busy": perf["busy"]}
+    cyc = {f"synthetic_{n}": x["cycles_per_row"] for n, x in by_len.items()}
+    cyc.update({k: report[k]["cycles_per_row"] for k in ("trace_paper", "trace_tuned")})
+    report["throughput"] = per_us("wtu", cyc, "rows")
     out = os.environ.get("BENCH_OUT")
     if out:
         with open(out, "w") as f:
@@ -122,4 +126,10 @@ def summary(r: dict) -> list[str]:
                      f"({x['cycles_per_row_in_head']:.1f} within a head; "
                      f"{x['speedup_vs_sort']:.2f}x sorting), "
                      f"{100 * x['buckets_visited_share']:.1f}% of buckets visited")
+    t = r.get("throughput")
+    if t and t["fmax_mhz"]:
+        now, was = t["rows_per_us"], t["before"]["rows_per_us"]
+        lines.append(f"at {t['fmax_mhz']:.1f} MHz: " + ", ".join(
+            f"{k} {now[k]:.2f} rows/us (was {was[k]:.2f} at {t['before']['fmax_mhz']} MHz)"
+            for k in ("trace_paper", "trace_tuned")))
     return lines
