@@ -213,7 +213,9 @@ def write_reports(report: dict, out_dir, cfg):
              "Configuration measured (report.json has it whole): "
              f"preset `{c['resv']['preset']}`, n_hp {cfg.n_hp}, window {cfg.window}, "
              f"HCU {cfg.hcu_lanes} lanes x {cfg.contexts} layer contexts, WTU "
-             f"{cfg.wtu_lanes} lanes, {cfg.buckets} buckets, {cfg.wtu_row_entries} entries.",
+             f"{cfg.wtu_lanes} lanes, {cfg.buckets} buckets "
+             f"({cfg.block_params('wtu')['pass_buckets']} a pass), "
+             f"{cfg.wtu_row_entries} entries.",
              "",
              "| block | generic cells | memory bits | ECP5 LUT4 | ECP5 FF | ECP5 BRAM | ECP5 DSP "
              "| ECP5 Fmax (MHz) | 7-series LUT | 7-series FF | 7-series BRAM36 | 7-series DSP "
