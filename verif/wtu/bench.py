@@ -20,24 +20,15 @@ import numpy as np
 from golden.wtu import sort_baseline_cycles
 from verif.lib.throughput import per_us
 from verif.lib.traces import bundled
-from verif.wtu.model import random_rows, schedule_rows, trace_rows
+from verif.wtu.model import first_beat_index, random_rows, schedule_rows, trace_rows
 from verif.wtu.tb import WtuTB
-
-
-def _first_beats(heads, lanes):
-    idx, out = 0, []
-    for rows in heads:
-        for r in rows:
-            out.append(idx)
-            idx += max(1, -(-len(r.score) // lanes))
-    return out
 
 
 async def _rows_cycles(tb, heads, th_r):
     """Per row: (length, visited, measured cycles to the next row's first beat, or None for a
     head's last row); the counters; the run's cycles (first beat to last closing beat)."""
     _, ref, delta, _ = await tb.run(heads, th_r)
-    firsts = _first_beats(heads, tb.model.lanes)
+    firsts = first_beat_index(heads, tb.model.lanes)
     starts = [tb.source["i"].cycles[i] for i in firsts]
     sched = tb.model.schedule(schedule_rows(heads, ref), ref.heads)
     # the model's first beats and busy cycles are the RTL's, so its last closing beat is

@@ -28,6 +28,16 @@ def row_beats(row: Row, lanes: int, head_last: bool):
     return beats
 
 
+def first_beat_index(heads, lanes):
+    """The index, among all the input beats of ``heads``, of each row's first beat."""
+    idx, out = 0, []
+    for rows in heads:
+        for r in rows:
+            out.append(idx)
+            idx += max(1, -(-len(r.score) // lanes))
+    return out
+
+
 def all_beats(heads, lanes):
     out = []
     for rows in heads:

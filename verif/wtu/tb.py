@@ -15,7 +15,8 @@ from rtl import WicsumThresholdUnit
 from verif.lib.cocotb_tb import BlockTB, named
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare, compare_counters
-from verif.wtu.model import all_beats, expected, random_rows, schedule_rows
+from verif.wtu.model import (all_beats, expected, first_beat_index, random_rows,
+                              schedule_rows)
 
 COUNTERS = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused")
 NAMED = named(CROSSINGS)
@@ -197,14 +198,5 @@ async def row_cycles(dut):
     sched = m.schedule(schedule_rows(heads, ref), ref.heads)
     assert perf["busy"] == sched["busy"], (perf["busy"], sched["busy"])
     starts = tb.source["i"].cycles
-    firsts = [starts[i] - starts[0] for i in _first_beat_index(heads, m.lanes)]
+    firsts = [starts[i] - starts[0] for i in first_beat_index(heads, m.lanes)]
     assert firsts == sched["first_beats"], (firsts, sched["first_beats"])
-
-
-def _first_beat_index(heads, lanes):
-    idx, out = 0, []
-    for rows in heads:
-        for r in rows:
-            out.append(idx)
-            idx += max(1, -(-len(r.score) // lanes))
-    return out
