@@ -143,7 +143,13 @@ class Block:
 
     def addr(self, geo: KvGeometry, head_in_group: int, far: bool) -> int:
         base, slot = ((geo.far_base, self.far_slot) if far else (geo.near_base, self.near_slot))
-        return base + (slot * geo.heads_per_group + head_in_group) * geo.block_bytes
+        return physical_addr(geo, base, slot, head_in_group)
+
+
+def physical_addr(geo: KvGeometry, base, slot, head_in_group):
+    """The address of KV head ``head_in_group``'s physical block of the logical block in
+    ``slot`` of the tier at ``base`` (scalars or arrays alike)."""
+    return base + (slot * geo.heads_per_group + head_in_group) * geo.block_bytes
 
 
 @dataclass(frozen=True)
@@ -550,8 +556,8 @@ def fetch_cost(layout: Layout, masks: np.ndarray, bounds: np.ndarray, head_dim: 
                 length = np.diff(np.r_[start, len(bid)]) * tb
                 rb = bid[start]
                 far = layout.far_from[rb] <= s
-                base = np.where(far, geo.far_base + (far_slot[rb] * hpg + j) * geo.block_bytes,
-                                geo.near_base + (near_slot[rb] * hpg + j) * geo.block_bytes)
+                base = physical_addr(geo, np.where(far, geo.far_base, geo.near_base),
+                                     np.where(far, far_slot[rb], near_slot[rb]), j)
                 addr = base + slot[start] * tb
                 inside = length <= BOUNDARY - addr % BOUNDARY     # no 4 KB boundary crossed
                 n = -(-length // cap)

@@ -13,8 +13,8 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["int_matmul", "round_div", "hyperplanes", "project", "hash_bits", "centring_bias", "hamming",
-           "ExpUnit",
+__all__ = ["int_matmul", "round_div", "hyperplanes", "project", "hash_bits", "centring_bias",
+           "hamming", "ExpUnit",
            "bucket_of", "bucket_bounds", "wicsum_bucket", "wicsum_bucket_sweep", "wicsum_exact",
            "wicsum_exact_sweep", "attention_float",
            "attention_int", "check_width"]

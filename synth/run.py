@@ -35,7 +35,7 @@ from vrex.toolchain import tool_env
 
 from .wrap import PinWrapper
 
-__all__ = ["synth_block", "main"]
+__all__ = ["synth_block", "synth_registered", "main"]
 
 ECP5_DEVICE = ("--85k", "CABGA381")
 BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yosys, nextpnr) "
@@ -87,6 +87,16 @@ def drop_zero_meminit(path: Path) -> int:
 # clock-enable domains are extracted one at a time from the whole module); the FPGA flows map
 # it in under three minutes each, so the core is counted in FPGA cells only
 NO_GENERIC = {"core": "not run: Yosys's generic abc pass did not finish in 50 min on it"}
+
+
+def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True) -> dict:
+    """:func:`synth_block` of the registered block ``name`` built from ``cfg``, the way every
+    flow synthesises it: the core as its own logic (its blocks, :data:`CORE_PARTS`, black
+    boxes) and, where :data:`NO_GENERIC` says so, without the generic-gates pass."""
+    from rtl import BLOCKS
+    return synth_block(name, BLOCKS[name].from_config(cfg), out_dir, pnr=pnr,
+                       black_boxes=tuple(CORE_PARTS) if name == "core" else (),
+                       generic=name not in NO_GENERIC)
 
 
 def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1,
@@ -312,10 +322,8 @@ def main(argv=None) -> int:
         if name not in BLOCKS:
             ap.error(f"unknown block {name!r}; blocks: {', '.join(BLOCKS)}")
         print(f"synthesising {name} ...", flush=True)
-        report[name] = synth_block(name, BLOCKS[name].from_config(cfg),
-                                   Path(args.out) / name, pnr=not args.no_pnr,
-                                   black_boxes=tuple(CORE_PARTS) if name == "core" else (),
-                                   generic=name not in NO_GENERIC)
+        report[name] = synth_registered(name, cfg, Path(args.out) / name,
+                                        pnr=not args.no_pnr)
         r = report[name]
         print(f"  {r['cells'] if r['cells'] is not None else 'no generic'} cells, "
               f"{r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "

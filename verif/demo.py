@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     from golden.pool import default_jobs
     from golden.trace import load_trace
     from rtl import BLOCKS
-    from synth.run import CORE_PARTS, NO_GENERIC, core_total, synth_block, write_reports
+    from synth.run import core_total, synth_registered, write_reports
     from verif.bench import bench_block, benched_blocks, summary
     from vrex.emit import lint, write_verilog
 
@@ -105,12 +105,10 @@ def main(argv=None) -> int:
     with _step("[4/4] synthesis (Yosys generic, ECP5, 7-series, iCE40; no place and route)",
                "synth.log", status):
         report = {}
-        for name, cls in BLOCKS.items():
+        for name in BLOCKS:
             # the core's own logic with its blocks as black boxes (FPGA flows only)
-            r = report[name] = synth_block(
-                name, cls.from_config(cfg), Path("build/synth") / name, pnr=False,
-                black_boxes=tuple(CORE_PARTS) if name == "core" else (),
-                generic=name not in NO_GENERIC)
+            r = report[name] = synth_registered(name, cfg, Path("build/synth") / name,
+                                                pnr=False)
             cells = "no generic count" if r["cells"] is None else f"{r['cells']} generic cells"
             lines.append(f"{name}: {cells} + {r['memory_bits']} memory "
                          f"bits; ECP5 {r['ecp5']['lut4']} LUT4, {r['ecp5']['ff']} FF, "
