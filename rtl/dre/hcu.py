@@ -17,10 +17,11 @@ from ..lib import counter_layout, reduce_tree
 __all__ = ["HashClusterUnit", "popcount"]
 
 
-def popcount(m: Module, v, name: str):
-    """A balanced adder tree over the bits of ``v``."""
+def popcount(m: Module, v, name: str, levels: int | None = None):
+    """A balanced adder tree over the bits of ``v`` (each level one bit wider); with
+    ``levels``, the partial sums after that many levels (:func:`reduce_tree`)."""
     return reduce_tree(m, [v[i] for i in range(len(v))], lambda a, b: a + b, name,
-                       shape=range(len(v) + 1))
+                       levels=levels)
 
 
 class HashClusterUnit(wiring.Component):
@@ -48,16 +49,21 @@ class HashClusterUnit(wiring.Component):
     ``FLUSH`` empties it), between tokens; clustering continues exactly as if the layer had
     stayed on chip.
 
-    Pipeline: a token is taken into a one-token buffer while the previous one is processed.
-    The scan reads one row per cycle (``lanes`` comparisons); s2 registers each lane's rank
-    ``{eligible, ~distance, recency}`` (one unsigned compare orders candidates by D4); a tree
-    over (rank, lane), split by a register (s2b), reduces the row to its winner (s3); the
-    decision merges s3 into the running best combinationally. The decision cycle also reads
-    the next token's first row, with the entry the decision writes forwarded into it, so the
-    split costs no cycle: with ``o`` ready and the next token waiting, a token
-    whose layer holds n clusters takes ``cycles_per_token(n) = max(1, ceil(min(n, window) /
-    lanes)) + latency`` cycles (``latency`` = 3), and a full 1024-entry, 16-lane window
-    compares at 64/67 = 95.5% of the lanes' peak.
+    Pipeline (every stage a register, for the clock: docs/hcu.md): a token is taken into
+    ``inb``, checked there, and moves to a one-token buffer while the previous one is
+    processed. The scan reads one row per cycle (``lanes`` comparisons) from an address
+    register set a cycle ahead; p0 and p1 register the row as it leaves the block RAMs (their
+    clock-to-out leaves no time for logic); p2 holds each lane's XOR-popcount half summed and
+    the entry's age; s2 each lane's rank ``{eligible, ~distance, recency}``; two all-pairs
+    tournaments, each split between its compares (s2a, s2b) and its selection, give the row's
+    winner (s3); ``best`` takes s3 if it wins, with the join decision registered beside it;
+    the decision reads ``best``. Counts sit in a memory of their own, so the tournaments
+    carry a count, not the hash (a join rewrites only the count). The decision cycle also
+    reads the next token's first row, with the entry the decision writes forwarded into it:
+    with ``o`` ready and the next token waiting, a token whose layer holds n clusters takes
+    ``cycles_per_token(n) = max(1, ceil(min(n, window) / lanes)) + latency`` cycles
+    (``latency`` = 8; 3 before the stages were registered, at less than half the clock), and
+    a full 1024-entry, 16-lane window compares at 64/72 = 88.9% of the lanes' peak.
 
     Parameters (keyword-only, all required; :meth:`from_config` takes them from the build's
     ``Config``; checked by ``vrex.rules.hcu_rules`` with exact messages)
@@ -101,6 +107,14 @@ class HashClusterUnit(wiring.Component):
         layer_bits = max(1, ceil_log2(layers))
         self.entry_layout = data.StructLayout({"hash": n_hp, "step": step_bits,
                                                "count": count_bits})
+        # the window memory's lane words, padded to whole 9-bit bytes: the block RAMs write
+        # by bytes of 9 bits (ECP5, 7-series), and a lane write that is not whole bytes is
+        # emulated by Yosys with a second copy and a multiplexer after the RAM, on the path
+        # the clock is limited by
+        pad = -(n_hp + step_bits) % 9
+        self.key_layout = data.StructLayout({"hash": n_hp, "step": step_bits,
+                                             **({"pad": pad} if pad else {})})
+        self._count_word = count_bits + (-count_bits % 9)
         self.in_layout = data.StructLayout({"hash": n_hp, "layer": layer_bits,
                                             "step": step_bits, "first": 1, "last": 1})
         self.out_layout = data.StructLayout({"token": token_bits, "cluster": id_bits,
@@ -142,12 +156,14 @@ class HashClusterUnit(wiring.Component):
 
     @property
     def memory_bits(self) -> int:
-        return self._layers * self._window * self.entry_layout.size
+        """Bits of the window memories (entries padded to whole 9-bit bytes)."""
+        return self._layers * self._window * (self.key_layout.size + self._count_word)
 
     @property
     def latency(self) -> int:
-        """Cycles from a token's last row read to its output beat, and the pipeline depth."""
-        return 3
+        """Cycles a token takes beyond its row reads: the stages from a row's read to the
+        decision (p0, p1, p2, s2, s2a, s2b, s3, best)."""
+        return 8
 
     def cycles_per_token(self, n_clusters: int) -> int:
         """Cycles from a token's start to the next token's start, ``o`` ready and the next
@@ -174,13 +190,25 @@ class HashClusterUnit(wiring.Component):
         x.wlog, x.rlog = exact_log2(W), exact_log2(x.rows)
         # (at least two words: a one-word memory has a zero-width address, which the Verilog
         # backend emits as ``[-1:0]``; the second word of a one-layer, one-row window is unused)
+        # two memories of one address: hashes and opening steps, and counts (a join rewrites
+        # only its count, so the winner carries no hash through the reduction)
+        depth = max(2, Lh * x.rows)
+        init = [[{"hash": e["hash"], "step": e["step"]} for e in row]
+                for row in self.window_init]
         m.submodules.mem = mem = memory.Memory(
-            shape=data.ArrayLayout(self.entry_layout, N), depth=max(2, Lh * x.rows),
-            init=self.window_init)
-        x.wr = mem.write_port(granularity=1)
-        x.rd = mem.read_port()
+            shape=data.ArrayLayout(self.key_layout, N), depth=depth, init=init)
+        m.submodules.cmem = cmem = memory.Memory(
+            shape=data.ArrayLayout(self._count_word, N), depth=depth,
+            init=[[e["count"] for e in row] for row in self.window_init])
+        x.wr, x.cwr = mem.write_port(granularity=1), cmem.write_port(granularity=1)
+        x.rd, x.crd = mem.read_port(), cmem.read_port()
+        m.d.comb += [x.crd.addr.eq(x.rd.addr), x.cwr.addr.eq(x.wr.addr)]
 
         x.n_open = Array(Signal(self._id_bits, name=f"n_open_{l}") for l in range(Lh))
+        # the decision (driven in _decide): join or open, and the entry it writes
+        x.join, x.new_entry = Signal(), Signal(self.entry_layout)
+        # (and with join, one-hot: the layer whose counter the decision advances)
+        x.opens = [Signal(name=f"opens_{l}") for l in range(Lh)]
 
         # the one-token input buffer and the token being processed
         x.nxt = nxt = Signal(self.in_layout)
@@ -192,7 +220,11 @@ class HashClusterUnit(wiring.Component):
         x.age_limit, x.regs_taken = Signal(), Signal()
         x.token = Signal(self._token_bits, init=(1 << self._token_bits) - 1)   # +1 gives 0
         x.ctx_busy = Signal()               # a context command runs: tokens wait
-        m.d.comb += self.i.ready.eq(~nxt_valid & ~x.ctx_busy)
+        # a token is taken into inb, checked there (its check registered with it), and moves
+        # to the one-token buffer (nxt) when that is free
+        x.inb, x.inb_valid = inb, inb_valid = Signal(self.in_layout), Signal()
+        inb_bad_layer, inb_bad_step = Signal(), Signal()
+        m.d.comb += self.i.ready.eq(~inb_valid & ~x.ctx_busy)
         # bad input is refused as it arrives: a layer beyond the contexts, or a step older
         # than the layer's last (steps never decrease nor wrap: docs/numerics.md §5); the
         # token is dropped (no output beat, no state change), the first error's code kept
@@ -202,28 +234,47 @@ class HashClusterUnit(wiring.Component):
         bad_layer, bad_step = self._beyond(m, p.layer), Signal()
         m.d.comb += bad_step.eq(~bad_layer & (p.step < last_step[p.layer]))
         # a refusal (a token here, a context command in X_DECODE): counted, the first's code
-        # kept
+        # kept, a cycle later (registered, for the clock)
         x.refuse, x.refuse_code = Signal(), Signal(2)
-        with m.If(x.refuse):
+        refused, refused_code = Signal(), Signal(2)
+        m.d.sync += [refused.eq(x.refuse), refused_code.eq(x.refuse_code)]
+        with m.If(refused):
             m.d.sync += [self.error.eq(1), self.perf.refused.eq(self.perf.refused + 1)]
             with m.If(~self.error):
-                m.d.sync += self.error_code.eq(x.refuse_code)
+                m.d.sync += self.error_code.eq(refused_code)
         with m.If(self.i.valid & self.i.ready):
-            with m.If(bad_layer | bad_step):
-                m.d.comb += [x.refuse.eq(1), x.refuse_code.eq(Mux(bad_layer, 1, 2))]
-            with m.Else():
-                m.d.sync += [nxt.eq(p), nxt_valid.eq(1), last_step[p.layer].eq(p.step)]
+            m.d.sync += [inb.eq(p), inb_valid.eq(1), inb_bad_layer.eq(bad_layer),
+                         inb_bad_step.eq(bad_step)]
+        with m.If(inb_valid & (inb_bad_layer | inb_bad_step)):
+            m.d.comb += [x.refuse.eq(1), x.refuse_code.eq(Mux(inb_bad_layer, 1, 2))]
+            m.d.sync += inb_valid.eq(0)
+        with m.Elif(inb_valid & ~nxt_valid):
+            m.d.sync += [nxt.eq(inb), nxt_valid.eq(1), inb_valid.eq(0),
+                         last_step[inb.layer].eq(inb.step)]
+        # the buffered token's layer as of the next cycle (raddr is set a cycle ahead)
+        x.nxt_layer = Signal.like(nxt.layer)
+        m.d.comb += x.nxt_layer.eq(Mux(inb_valid & ~nxt_valid, inb.layer, nxt.layer))
 
+        # beside each layer's cluster counter, the rows a token of that layer reads, so that a
+        # token's start takes both from registers
+        x.beats_l = Array(Signal(range(x.rows + 1), name=f"beats_{l}") for l in range(Lh))
+        # the current token's clusters and rows, loaded as it starts, and what follows from
+        # them a cycle later (used from the token's first ranks on, or at its decision)
         x.n_cur = n_cur = Signal(self._id_bits)
-        m.d.comb += n_cur.eq(x.n_open[cur.layer])
-        full = Signal()
-        m.d.comb += full.eq(n_cur >= W)
-        x.n_valid = n_valid = Signal(range(W + 1))
-        m.d.comb += n_valid.eq(Mux(full, W, n_cur))
-        x.r = Signal(x.wlog)                      # slot the next cluster opens in
-        m.d.comb += x.r.eq(n_cur[:x.wlog])
         x.beats = Signal(range(x.rows + 1))
-        m.d.comb += x.beats.eq((n_valid + N - 1) >> exact_log2(N))
+        x.n_valid = Signal(range(W + 1))          # entries compared: min(n, window)
+        x.n_p1 = Signal(self._id_bits)            # the counter if the token opens a cluster
+        x.beats_p1 = Signal(range(x.rows + 1))    # and its layer's rows then
+        x.n_hi_m1 = Signal(self._id_bits - x.wlog)    # the window's previous lap
+        m.d.sync += [x.n_valid.eq(Mux(n_cur >= W, W, n_cur)), x.n_p1.eq(n_cur + 1),
+                     x.beats_p1.eq(self._rows_of(n_cur + 1)),
+                     x.n_hi_m1.eq(n_cur[x.wlog:] - 1)]
+        x.r = n_cur[:x.wlog]                      # slot the next cluster opens in
+
+    def _rows_of(self, n):
+        """The rows a token reads when its layer holds ``n`` clusters."""
+        W, N = self._window, self._lanes
+        return Mux(n >= W, W // N, (n + N - 1) >> exact_log2(N))
 
     def _scan(self, m, x):
         """s0: row reads, and the bypass of the entry the decision writes."""
@@ -239,7 +290,7 @@ class HashClusterUnit(wiring.Component):
         # smaller distance (stored inverted), then the more recent slot (the tie rule of D4)
         x.dist_bits = ceil_log2(self._n_hp + 2)
         x.rank_t = data.StructLayout({"key": x.wlog + 1, "ndist": x.dist_bits, "elig": 1})
-        x.lane_t = data.StructLayout({"rank": x.rank_t, "entry": self.entry_layout})
+        x.lane_t = data.StructLayout({"rank": x.rank_t, "count": self._count_bits})
         x.s2_valid = Signal()
         x.s2 = [Signal(x.lane_t, name=f"s2_lane_{j}") for j in range(N)]
         x.best = Signal(x.lane_t)
@@ -249,105 +300,194 @@ class HashClusterUnit(wiring.Component):
         rd, wr = x.rd, x.wr
         rd_row = Signal.like(beat)
         m.d.comb += rd_row.eq(Mux(spec, 0, beat))
-        if rlog + x.layer_log:           # (one layer of one row: the address is always 0)
-            m.d.comb += rd.addr.eq(Mux(spec, Cat(Const(0, rlog), x.nxt.layer[:x.layer_log]),
-                                       Cat(beat[:rlog], x.cur.layer[:x.layer_log])))
+        # the read address is a register (it fans out to every block RAM of the window), set
+        # a cycle ahead by the sequencer (_control): the row a scan reads next, else row 0 of
+        # the buffered token's layer, which the decision cycle reads
+        x.raddr = Signal(len(rd.addr))
+        m.d.comb += rd.addr.eq(x.raddr)
         m.d.sync += [x.s1_valid.eq(x.issue), x.s1_beat.eq(rd_row)]
 
         # The decision cycle reads the next token's row 0 while it writes one entry: if that
         # entry is in the row read, s1 takes it from a bypass register instead of the memory
         # (a transparent read port would keep the memory out of block RAM on FPGAs).
-        x.fwd_hit = Signal()
+        # (the row read is row 0 of the buffered token's layer; the entry written is in it if
+        # both tokens are of one layer and the slot written is in row 0)
+        x.fwd_hit, x.fwd_key = Signal(), Signal()     # the count; the hash and step too
         x.fwd_en = Signal(N)
         x.fwd_entry = Signal(self.entry_layout)
-        m.d.sync += [x.fwd_hit.eq(spec & wr.en.any() & (wr.addr == rd.addr)),
-                     x.fwd_en.eq(wr.en), x.fwd_entry.eq(wr.data[0])]
+        x.row0 = Signal()                 # the slot the decision writes is in row 0
+        same = (x.nxt.layer == x.cur.layer) if x.layer_log else Const(1)
+        m.d.sync += [x.fwd_hit.eq(spec & same & x.row0),
+                     x.fwd_key.eq(spec & same & x.row0 & ~x.join),
+                     x.fwd_en.eq(x.cwr.en), x.fwd_entry.eq(x.new_entry)]
+        # p1: the row read, registered as it leaves the block RAM (its clock-to-out leaves no
+        # time for logic), with the bypass that goes with it
+        # (twice: p0 beside the block RAMs, p1 beside the lanes; the RAMs of a 16-lane
+        # window span more of the chip than a register's input can reach in what the RAM's
+        # clock-to-out leaves of the cycle)
+        x.p0_row = Signal(data.ArrayLayout(self.entry_layout, N), reset_less=True)
+        for j in range(N):
+            m.d.sync += [x.p0_row[j].hash.eq(rd.data[j].hash),
+                         x.p0_row[j].step.eq(rd.data[j].step),
+                         x.p0_row[j].count.eq(x.crd.data[j])]
+        x.p0_valid, x.p1_valid = Signal(), Signal()
+        x.p0_beat, x.p1_beat = Signal.like(x.s1_beat), Signal.like(x.s1_beat)
+        x.p1_row = Signal(data.ArrayLayout(self.entry_layout, N), reset_less=True)
+        x.p0_fwd_hit, x.p0_fwd_key, x.p0_fwd_en = Signal(), Signal(), Signal(N)
+        x.p0_fwd_entry = Signal(self.entry_layout)
+        x.p1_fwd_hit, x.p1_fwd_key, x.p1_fwd_en = Signal(), Signal(), Signal(N)
+        x.p1_fwd_entry = Signal(self.entry_layout)
+        m.d.sync += [x.p0_valid.eq(x.s1_valid), x.p0_beat.eq(x.s1_beat),
+                     x.p0_fwd_hit.eq(x.fwd_hit), x.p0_fwd_key.eq(x.fwd_key),
+                     x.p0_fwd_en.eq(x.fwd_en), x.p0_fwd_entry.eq(x.fwd_entry),
+                     x.p1_valid.eq(x.p0_valid), x.p1_beat.eq(x.p0_beat),
+                     x.p1_fwd_hit.eq(x.p0_fwd_hit), x.p1_fwd_key.eq(x.p0_fwd_key),
+                     x.p1_fwd_en.eq(x.p0_fwd_en), x.p1_fwd_entry.eq(x.p0_fwd_entry),
+                     x.p1_row.eq(x.p0_row)]
 
     def _rank(self, m, x):
-        """s1: XOR-popcount and eligibility per lane, from the row read last cycle (into s2)."""
+        """p1 -> p2 -> s2: per lane, the bypass, the XOR-popcount (its first half in p2) and
+        the entry's age (p2), then the distance and the eligibility (s2)."""
+        levels = ceil_log2(self._n_hp)
+        x.p2_valid = Signal()
+        m.d.sync += [x.p2_valid.eq(x.p1_valid), x.s2_valid.eq(x.p2_valid)]
         for j in range(self._lanes):
-            e = Signal(self.entry_layout, name=f"s1_entry_{j}")
-            m.d.comb += e.eq(Mux(x.fwd_hit & x.fwd_en[j], x.fwd_entry, x.rd.data[j]))
-            slot = Signal(x.wlog, name=f"s1_slot_{j}")
-            m.d.comb += slot.eq(Cat(Const(j, x.lane_log), x.s1_beat[:x.rlog]))
+            e = Signal(self.entry_layout, name=f"p1_entry_{j}")
+            hit = x.p1_fwd_en[j]
+            m.d.comb += [e.eq(x.p1_row[j]),
+                         e.count.eq(Mux(x.p1_fwd_hit & hit, x.p1_fwd_entry.count,
+                                        x.p1_row[j].count))]
+            with m.If(x.p1_fwd_key & hit):
+                m.d.comb += [e.hash.eq(x.p1_fwd_entry.hash), e.step.eq(x.p1_fwd_entry.step)]
+            slot = Signal(x.wlog, name=f"p1_slot_{j}")
+            m.d.comb += slot.eq(Cat(Const(j, x.lane_log), x.p1_beat[:x.rlog]))
             # a slot opened after the next one (a one-row window's last lane never is: a
             # constant compare there is a lint error)
             newer = slot < x.r if x.rlog or j < self._window - 1 else Const(0, 1)
-            in_window = Signal(name=f"s1_in_{j}")
-            m.d.comb += in_window.eq(slot < x.n_cur)      # slot < window <= n_cur when full
-            age = Signal(self._step_bits, name=f"s1_age_{j}")
-            m.d.comb += age.eq(x.cur.step - e.step)
-            young = Signal(name=f"s1_young_{j}")
-            m.d.comb += young.eq(~x.age_limit | (age <= x.max_age))
-            dist = popcount(m, e.hash ^ x.cur.hash, f"s1_pop_{j}")
-            with m.If(x.s1_valid):
-                m.d.sync += [x.s2[j].rank.elig.eq(in_window & young),
+            parts = popcount(m, e.hash ^ x.cur.hash, f"p1_pop_{j}", levels=(levels + 1) // 2)
+            p2_parts = [Signal(v.shape(), name=f"p2_pop_{j}_{k}") for k, v in enumerate(parts)]
+            p2_in, p2_age = Signal(name=f"p2_in_{j}"), Signal(self._step_bits, name=f"p2_age_{j}")
+            p2_key = Signal(x.wlog + 1, name=f"p2_key_{j}")
+            p2_count = Signal(self._count_bits, name=f"p2_count_{j}")
+            with m.If(x.p1_valid):
+                m.d.sync += [*(r.eq(v) for r, v in zip(p2_parts, parts)),
+                             p2_in.eq(slot < x.n_cur),    # slot < window <= n_cur when full
+                             p2_age.eq(x.cur.step - e.step),
+                             p2_key.eq(Cat(slot, newer)), p2_count.eq(e.count)]
+            dist = reduce_tree(m, p2_parts, lambda a, b: a + b, f"p2_pop_{j}")
+            elig = Signal(name=f"p2_elig_{j}")
+            m.d.comb += elig.eq(p2_in & (~x.age_limit | (p2_age <= x.max_age)))
+            with m.If(x.p2_valid):
+                m.d.sync += [x.s2[j].rank.elig.eq(elig),
                              # (an ineligible lane's slot may never have been written: its
                              # distance is forced to 0 so that no compare sees its contents)
-                             x.s2[j].rank.ndist.eq(Mux(in_window & young, ~dist, 0)),
-                             x.s2[j].rank.key.eq(Cat(slot, newer)), x.s2[j].entry.eq(e)]
-        m.d.sync += x.s2_valid.eq(x.s1_valid)
+                             x.s2[j].rank.ndist.eq(Mux(elig, ~dist, 0)),
+                             x.s2[j].rank.key.eq(p2_key), x.s2[j].count.eq(p2_count)]
 
     def _reduce(self, m, x):
-        """s2 -> s2b -> s3: the row's winner, and ``fin`` = merge(s3, best)."""
+        """s2 -> s2a -> s2b -> s3 -> best: the row's winner, then the token's."""
         N, s2 = self._lanes, x.s2
-        # the tree carries (rank, lane) through its first half; a register (s2b) splits it,
-        # holding each group's winner with its entry; the second half muxes whole lanes into s3
-        first = exact_log2(N) // 2
-        group = 1 << first
-        lw_bits = max(1, first)
-
-        def arg_max(a, b):
-            (ra, la), (rb, lb) = a, b
-            take_b = rb > ra
-            return Mux(take_b, rb, ra), Mux(take_b, lb, la)
-
-        nodes = reduce_tree(m, [(s2[j].rank.as_value(), Const(j % group, lw_bits))
-                                for j in range(N)], arg_max, ("s2_rank", "s2_lane"),
-                            levels=first, shape=(x.rank_t.size, lw_bits))
-        s2b_valid = Signal()
-        m.d.sync += s2b_valid.eq(x.s2_valid)
-        s2b = [Signal(x.lane_t, name=f"s2b_node_{g}") for g in range(len(nodes))]
-        for g, (rk, ln) in enumerate(nodes):
-            members = Array(s2[g * group + t].entry for t in range(group))
+        # two all-pairs tournaments (every pair of a group compared at once, the winner the
+        # one that beats all others: one compare deep, where a binary tree is log2(group)
+        # compares deep): groups of 2^ceil(log2(N) / 2) lanes, then the groups' winners.
+        # Candidates are compared in scan order (:meth:`_wins`). Registers split each
+        # tournament between its compares and its selection: s2a holds the lanes and their
+        # groups' compares; s2b the groups' winners and their compares; s3 the row's winner.
+        group = 1 << ((exact_log2(N) + 1) // 2)
+        x.s2a_valid, x.s2b_valid = s2a_valid, s2b_valid = Signal(), Signal()
+        m.d.sync += [s2a_valid.eq(x.s2_valid), s2b_valid.eq(s2a_valid)]
+        s2a = [Signal(x.lane_t, name=f"s2a_lane_{j}") for j in range(N)]
+        groups = [s2a[g * group:(g + 1) * group] for g in range(N // group)]
+        gts = []
+        for g in range(N // group):
+            gt = self._compare(m, s2[g * group:(g + 1) * group], f"s2_gt_{g}")
+            gt_r = {k: Signal(name=f"s2a_gt_{g}_{k[0]}_{k[1]}") for k in gt}
             with m.If(x.s2_valid):
-                m.d.sync += [s2b[g].rank.eq(rk), s2b[g].entry.eq(members[ln[:first]] if first
-                                                                 else s2[g].entry)]
-        winner = reduce_tree(
-            m, s2b, lambda a, b: Mux(b.rank.as_value() > a.rank.as_value(), b, a), "s2b_red",
-            shape=x.lane_t)
-        # s3 registers the row's winner; the decision reads merge(s3, best) in the cycle the
-        # last row sits in s3, so that stage costs no cycle per token
+                m.d.sync += [*(gt_r[k].eq(v) for k, v in gt.items()),
+                             *(a.eq(b) for a, b in zip(groups[g], s2[g * group:])),]
+            gts.append(gt_r)
+        s2b = [Signal(x.lane_t, name=f"s2b_node_{g}") for g in range(N // group)]
+        wins = [self._select(m, groups[g], gts[g], f"s2a_pick_{g}") for g in range(N // group)]
+        gt2 = self._compare(m, wins, "s2a_gt")
+        gt2_r = {k: Signal(name=f"s2b_gt_{k[0]}_{k[1]}") for k in gt2}
+        with m.If(s2a_valid):
+            m.d.sync += [*(a.eq(b) for a, b in zip(s2b, wins)),
+                         *(gt2_r[k].eq(v) for k, v in gt2.items())]
+        winner = self._select(m, s2b, gt2_r, "s2b_pick")
+        # s3 registers the row's winner; best, the token's winner so far, takes it a cycle
+        # later; the decision reads best
         x.s2b_valid = s2b_valid
         x.s3_valid = s3_valid = Signal()
         s3 = Signal(x.lane_t)
         m.d.sync += s3_valid.eq(s2b_valid)
         with m.If(s2b_valid):
             m.d.sync += s3.eq(winner)
-        x.fin = fin = Signal(x.lane_t)
-        m.d.comb += fin.eq(Mux(s3_valid & (s3.rank.as_value() > x.best.rank.as_value()), s3,
-                               x.best))
-        with m.If(s3_valid):
-            m.d.sync += x.best.eq(fin)
+        # whether the token joins best's cluster, registered with it
+        with m.If(s3_valid & ~self._wins(x.best, s3)):
+            joins = s3.rank.elig & (~s3.rank.ndist < x.th_hd)
+            m.d.sync += [x.best.eq(s3), x.join.eq(joins),
+                         *(x.opens[l].eq(~joins & (x.cur.layer == l))
+                           for l in range(self._layers))]
+
+    @staticmethod
+    def _wins(a, b):
+        """Whether candidate ``a`` outranks ``b``, ``a`` scanned before ``b`` (a lower slot):
+        the unsigned compare of the ranks ``{key, ~distance, eligible}``, where the keys
+        ``{slot, newer}`` need only the newer bits, since slots grow in scan order and a slot
+        scanned later is newer only if the earlier one is (slots below the next opening are
+        the newer ones): ``a`` wins with a higher ``{eligible, ~distance}`` or, equal there,
+        by being newer than ``b``. (A 7-bit compare where the whole rank takes 18.)"""
+        ea = Cat(a.rank.ndist, a.rank.elig)
+        eb = Cat(b.rank.ndist, b.rank.elig)
+        na, nb = a.rank.key[-1], b.rank.key[-1]
+        return (ea > eb) | ((ea == eb) & na & ~nb)
+
+    @classmethod
+    def _compare(cls, m, cands, name):
+        """Every pair of ``cands`` (in scan order) compared once: ``{(i, k): i wins}``, i < k."""
+        gt = {}
+        for i in range(len(cands)):
+            for k in range(i + 1, len(cands)):
+                gt[i, k] = Signal(name=f"{name}_{i}_{k}")
+                m.d.comb += gt[i, k].eq(cls._wins(cands[i], cands[k]))
+        return gt
+
+    @staticmethod
+    def _select(m, cands, gt, name):
+        """The candidate that wins against every other, by the compares ``gt``
+        (:meth:`_compare`), selected one-hot."""
+        if len(cands) == 1:
+            return cands[0]
+        n = len(cands)
+        out = Signal.like(cands[0], name=name)
+        terms = []
+        for i in range(n):
+            win = Signal(name=f"{name}_win_{i}")
+            beats = [gt[i, k] if i < k else ~gt[k, i] for k in range(n) if k != i]
+            m.d.comb += win.eq(Cat(*beats).all())
+            terms.append(Mux(win, cands[i].as_value(), 0))
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = acc | t
+        m.d.comb += out.eq(acc)
+        return out
 
     def _decide(self, m, x):
         """Join or open; the output beat; the entry written back."""
         W, N = self._window, self._lanes
-        wlog, fin, cur = x.wlog, x.fin, x.cur
+        wlog, fin, cur = x.wlog, x.best, x.cur
         cmax = (1 << self._count_bits) - 1
         best_elig, best_key = fin.rank.elig, fin.rank.key
         best_dist = Signal(x.dist_bits)
         m.d.comb += best_dist.eq(~fin.rank.ndist)
-        x.join = join = Signal()
-        m.d.comb += join.eq(best_elig & (best_dist < x.th_hd))
-        base = Signal(self._id_bits)
-        m.d.comb += base.eq(Cat(Const(0, wlog), x.n_cur[wlog:]))
+        join = x.join               # (registered with best, in _reduce)
+        # a joined cluster's id: its slot in this lap of the window, or in the previous lap
+        # for a slot not reopened since (slot >= r)
         cid = Signal(self._id_bits)
-        m.d.comb += cid.eq(Mux(join, Mux(best_key[wlog], base + best_key[:wlog],
-                                          base - W + best_key[:wlog]), x.n_cur))
+        m.d.comb += cid.eq(Mux(join, Cat(best_key[:wlog], Mux(best_key[wlog], x.n_cur[wlog:],
+                                                              x.n_hi_m1)), x.n_cur))
         new_count = Signal(self._count_bits)
-        m.d.comb += new_count.eq(Mux(join, Mux(fin.entry.count == cmax, cmax,
-                                               fin.entry.count + 1), 1))
+        m.d.comb += new_count.eq(Mux(join, Mux(fin.count == cmax, cmax, fin.count + 1), 1))
         m.d.comb += [
             self.o.payload.token.eq(x.token),
             self.o.payload.cluster.eq(cid),
@@ -360,13 +500,26 @@ class HashClusterUnit(wiring.Component):
         ]
         x.slot_w = slot_w = Signal(wlog)
         m.d.comb += slot_w.eq(Mux(join, best_key[:wlog], x.r))
-        new_entry = Signal(self.entry_layout)
-        m.d.comb += [new_entry.hash.eq(Mux(join, fin.entry.hash, cur.hash)),
-                     new_entry.step.eq(Mux(join, fin.entry.step, cur.step)),
+        if x.rlog:
+            m.d.comb += x.row0.eq(Mux(join, best_key[x.lane_log:wlog] == 0,
+                                      x.r[x.lane_log:] == 0))
+        else:
+            m.d.comb += x.row0.eq(1)
+        # the entry written: a joined cluster's count, or an opened one's hash, step and count 1
+        new_entry = x.new_entry
+        m.d.comb += [new_entry.hash.eq(cur.hash), new_entry.step.eq(cur.step),
                      new_entry.count.eq(new_count)]
         m.d.comb += x.wr.addr.eq(Cat(slot_w[x.lane_log:], cur.layer[:x.layer_log]))
         for j in range(N):
-            m.d.comb += x.wr.data[j].eq(new_entry)
+            m.d.comb += [x.wr.data[j].hash.eq(new_entry.hash),
+                         x.wr.data[j].step.eq(new_entry.step), x.cwr.data[j].eq(new_count)]
+
+    def _row_addr(self, x, row, layer):
+        """The window memory's address of ``row`` of ``layer``'s context."""
+        row = Cat(row, Const(0, x.rlog))          # (at least rlog bits wide)
+        parts = ([row[:x.rlog]] if x.rlog else []) + ([layer[:x.layer_log]] if x.layer_log
+                                                      else [])
+        return Cat(*parts) if parts else Const(0, 1)
 
     def _beyond(self, m, layer):
         """A signal: ``layer`` names no context (never, when every value of the field does)."""
@@ -388,14 +541,14 @@ class HashClusterUnit(wiring.Component):
         hdr_i = data.View(self.header_layout, self.i_ctxd.payload[:self.header_layout.size])
         n = Signal(self._id_bits)
         m.d.comb += n.eq(x.n_open[cmd.layer])
-        cnt = Signal(range(W + 1))          # the image's entries
+        rem = Signal(range(W + 1))          # the image's entries still to move
         ci = Signal(range(W + 1))           # the entry being moved
         row = Signal(max(1, x.rlog))
         m.d.comb += row.eq(ci[x.lane_log:] if x.rlog else 0)
         addr = Cat(row[:x.rlog], lay) if x.rlog else lay
         with m.State("X_DECODE"):
             m.d.comb += [x.refuse.eq(bad), x.refuse_code.eq(3)]
-            m.d.sync += [cnt.eq(Mux(bad, 0, Mux(n >= W, W, n))), ci.eq(0)]
+            m.d.sync += [rem.eq(Mux(bad, 0, Mux(n >= W, W, n))), ci.eq(0)]
             with m.Switch(cmd.op):
                 with m.Case(self.SAVE):
                     m.next = "X_HEADER"
@@ -403,58 +556,62 @@ class HashClusterUnit(wiring.Component):
                     m.next = "X_LOAD_HEADER"
                 with m.Default():           # FLUSH (and the unused op 3)
                     with m.If(~bad):
-                        m.d.sync += [x.n_open[cmd.layer].eq(0), x.last_step[cmd.layer].eq(0)]
+                        m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(0), x.ctx_step.eq(0)]
                     m.next = "IDLE"
         with m.State("X_HEADER"):
             m.d.comb += [self.o_ctx.valid.eq(1),
                          hdr_o.n_open.eq(Mux(bad, 0, n)),
                          hdr_o.last_step.eq(Mux(bad, 0, x.last_step[cmd.layer]))]
+            m.d.sync += x.raddr.eq(addr)            # row 0, read in X_READ
             with m.If(self.o_ctx.ready):
                 m.next = "X_READ"
-                with m.If(cnt == 0):
+                with m.If(rem == 0):
                     m.next = "IDLE"
         with m.State("X_READ"):
-            # the row of entry ci; its data is on the port from the next cycle on
-            if x.rlog + x.layer_log:
-                m.d.comb += x.rd.addr.eq(addr)
+            # the row of entry ci (raddr): its data on the port the next cycle, in p1 the
+            # cycle after
+            m.next = "X_WAIT"
+        with m.State("X_WAIT"):
+            m.next = "X_WAIT_P0"
+        with m.State("X_WAIT_P0"):
             m.next = "X_SAVE"
         with m.State("X_SAVE"):
-            if x.rlog + x.layer_log:
-                m.d.comb += x.rd.addr.eq(addr)
             lane = ci[:x.lane_log] if x.lane_log else Const(0, 1)
             m.d.comb += [self.o_ctx.valid.eq(1),
-                         self.o_ctx.payload.eq(x.rd.data.as_value().word_select(
+                         self.o_ctx.payload.eq(x.p1_row.as_value().word_select(
                              lane, self.entry_layout.size))]
             with m.If(self.o_ctx.ready):
-                m.d.sync += ci.eq(ci + 1)
-                with m.If(ci + 1 == cnt):
+                m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
+                with m.If(rem == 1):
                     m.next = "IDLE"
                 with m.Elif((ci[:x.lane_log] == N - 1) if x.lane_log else Const(1)):
                     m.next = "X_READ"
+                    m.d.sync += x.raddr.eq(self._row_addr(x, row + 1, lay))
         with m.State("X_LOAD_HEADER"):
             m.d.comb += self.i_ctxd.ready.eq(1)
             with m.If(self.i_ctxd.valid):
                 hn = hdr_i.n_open
-                m.d.sync += cnt.eq(Mux(hn >= W, W, hn))
+                m.d.sync += rem.eq(Mux(hn >= W, W, hn))
                 with m.If(~bad):
-                    m.d.sync += [x.n_open[cmd.layer].eq(hn),
-                                 x.last_step[cmd.layer].eq(hdr_i.last_step)]
+                    m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(hn),
+                                 x.ctx_step.eq(hdr_i.last_step)]
                 with m.If(hn == 0):
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "X_LOAD"
         with m.State("X_LOAD"):
             m.d.comb += self.i_ctxd.ready.eq(1)
-            entry = self.i_ctxd.payload[:self.entry_layout.size]
+            entry = data.View(self.entry_layout, self.i_ctxd.payload[:self.entry_layout.size])
             m.d.comb += x.wr.addr.eq(addr)
             for j in range(N):
-                m.d.comb += x.wr.data[j].eq(entry)
+                m.d.comb += [x.wr.data[j].hash.eq(entry.hash), x.wr.data[j].step.eq(entry.step),
+                             x.cwr.data[j].eq(entry.count)]
             with m.If(self.i_ctxd.valid):
                 with m.If(~bad):
-                    m.d.comb += x.wr.en.eq(Const(1, N) << (ci[:x.lane_log] if x.lane_log
-                                                           else 0))
-                m.d.sync += ci.eq(ci + 1)
-                with m.If(ci + 1 == cnt):
+                    lane_en = Const(1, N) << (ci[:x.lane_log] if x.lane_log else 0)
+                    m.d.comb += [x.wr.en.eq(lane_en), x.cwr.en.eq(lane_en)]
+                m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
+                with m.If(rem == 1):
                     m.next = "IDLE"
 
     def _control(self, m, x):
@@ -465,29 +622,56 @@ class HashClusterUnit(wiring.Component):
         nxt, cur = x.nxt, x.cur
         x.c_cmd = Signal(self.ctx_layout)
 
-        def start_next(read_row0: bool):
+        def start_next(read_row0: bool, decided: bool = True):
             """Take the buffered token as the current one (issuing its row 0 now if asked),
-            or go idle."""
+            or go idle. Its layer's clusters and rows come from the layer's registers, or,
+            after a decision that opens a cluster of the same layer, from the counts the
+            decision leaves."""
             with m.If(x.nxt_valid):
-                m.d.sync += [cur.eq(nxt), x.nxt_valid.eq(0), x.best.rank.eq(0),
+                # (best and the decision as for a token that sees no cluster: it opens one)
+                m.d.sync += [*(x.opens[l].eq(nxt.layer == l) for l in range(self._layers)),
+                             cur.eq(nxt), x.nxt_valid.eq(0), x.best.rank.eq(0), x.join.eq(0),
                              x.token.eq(Mux(nxt.first, 0, x.token + 1))]
+                grown = Signal(name=f"grown_{int(read_row0)}_{int(decided)}")
+                if decided:
+                    same = (nxt.layer == cur.layer) if x.layer_log else Const(1)
+                    m.d.comb += grown.eq(~x.join & same)
+                m.d.sync += [x.n_cur.eq(Mux(grown, x.n_p1, x.n_open[nxt.layer])),
+                             x.beats.eq(Mux(grown, x.beats_p1, x.beats_l[nxt.layer]))]
                 with m.If(nxt.first | ~x.regs_taken):
                     m.d.sync += [x.th_hd.eq(self.th_hd), x.max_age.eq(self.max_age),
                                  x.age_limit.eq(self.age_limit), x.regs_taken.eq(1)]
                 if read_row0:
                     m.d.comb += [x.spec.eq(1), x.issue.eq(1)]
-                    m.d.sync += x.beat.eq(1)
+                    m.d.sync += [x.beat.eq(1), x.raddr.eq(self._row_addr(x, Const(1, 2),
+                                                                         nxt.layer))]
                 else:
                     m.d.sync += x.beat.eq(0)
                 m.next = "SCAN"
             with m.Else():
                 m.next = "IDLE"
 
+        # no row of the token in the pipeline: registered (every stage's valid is the one
+        # before's, a cycle late)
+        x.drained = Signal()
+        m.d.sync += x.drained.eq(~(x.issue | x.s1_valid | x.p0_valid | x.p1_valid |
+                                   x.p2_valid | x.s2_valid | x.s2a_valid | x.s2b_valid))
+        # a FLUSH's or a LOAD's new header (clusters, last step) reaches the layer's registers
+        # a cycle later (registered, for the clock; no token can start or be checked before)
+        x.ctx_apply = Signal()
+        x.ctx_n, x.ctx_step = Signal(self._id_bits), Signal(self._step_bits)
+        m.d.sync += x.ctx_apply.eq(0)
+        with m.If(x.ctx_apply):
+            for l in range(self._layers):
+                with m.If(x.c_cmd.layer == l):
+                    m.d.sync += [x.n_open[l].eq(x.ctx_n), x.last_step[l].eq(x.ctx_step),
+                                 x.beats_l[l].eq(self._rows_of(x.ctx_n))]
         with m.FSM() as fsm:
             with m.State("IDLE"):
+                m.d.sync += x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))
                 with m.If(x.nxt_valid):
-                    start_next(read_row0=False)
-                with m.Elif(self.i_ctx.valid & ~self.i.valid):
+                    start_next(read_row0=False, decided=False)
+                with m.Elif(self.i_ctx.valid & ~self.i.valid & ~x.inb_valid):
                     # a context command, between tokens (a waiting token goes first)
                     m.d.comb += self.i_ctx.ready.eq(1)
                     m.d.sync += x.c_cmd.eq(self.i_ctx.payload)
@@ -497,28 +681,41 @@ class HashClusterUnit(wiring.Component):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
                 with m.If(x.beat < x.beats):
                     m.d.comb += x.issue.eq(1)
-                    m.d.sync += x.beat.eq(x.beat + 1)
+                    m.d.sync += [x.beat.eq(x.beat + 1),
+                                 x.raddr.eq(self._row_addr(x, x.beat + 1, cur.layer))]
                 with m.Else():
+                    m.d.sync += x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))
                     m.next = "DECIDE"
             with m.State("DECIDE"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                drained = ~x.s1_valid & ~x.s2_valid & ~x.s2b_valid   # s3 merges combinationally
+                drained = x.drained
                 m.d.comb += self.o.valid.eq(drained)
                 with m.If(drained & ~self.o.ready):
                     m.d.sync += perf.stalled.eq(perf.stalled + 1)
+                m.d.sync += x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))
                 with m.If(drained & self.o.ready):
                     m.d.comb += commit.eq(1)
                     start_next(read_row0=True)
         m.d.comb += x.ctx_busy.eq(fsm.ongoing("X_DECODE") | fsm.ongoing("X_HEADER") |
-                                  fsm.ongoing("X_READ") | fsm.ongoing("X_SAVE") |
+                                  fsm.ongoing("X_READ") | fsm.ongoing("X_WAIT") |
+                                  fsm.ongoing("X_WAIT_P0") | fsm.ongoing("X_SAVE") |
                                   fsm.ongoing("X_LOAD_HEADER") | fsm.ongoing("X_LOAD"))
         with m.If(x.ctx_busy):
             m.d.sync += perf.busy.eq(perf.busy + 1)
         with m.If(commit):
-            m.d.comb += x.wr.en.eq(Const(1, self._lanes) << x.slot_w[:x.lane_log])
+            lane_en = Const(1, self._lanes) << x.slot_w[:x.lane_log]
+            m.d.comb += x.cwr.en.eq(lane_en)
+            with m.If(~x.join):
+                m.d.comb += x.wr.en.eq(lane_en)
+            for l in range(self._layers):
+                with m.If(x.opens[l]):
+                    m.d.sync += [x.n_open[l].eq(x.n_p1), x.beats_l[l].eq(x.beats_p1)]
+        # the counters a cycle after the decision (n_valid is still the token's then)
+        counted, counted_join = Signal(), Signal()
+        m.d.sync += [counted.eq(commit), counted_join.eq(x.join)]
+        with m.If(counted):
             m.d.sync += perf.comparisons.eq(perf.comparisons + x.n_valid)
-            with m.If(x.join):
+            with m.If(counted_join):
                 m.d.sync += perf.joined.eq(perf.joined + 1)
             with m.Else():
-                m.d.sync += [perf.opened.eq(perf.opened + 1),
-                             x.n_open[cur.layer].eq(x.n_cur + 1)]
+                m.d.sync += perf.opened.eq(perf.opened + 1)

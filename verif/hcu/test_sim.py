@@ -179,7 +179,8 @@ def test_parameters_are_required():
 def test_properties():
     dut = HashClusterUnit.from_config(Config(n_layers=2, n_hp=16, hcu_lanes=8, window=64))
     assert (dut.n_hp, dut.lanes, dut.window, dut.layers) == (16, 8, 64, 2)
-    assert dut.memory_bits == 2 * 64 * (16 + 16 + 16)
+    # (hash and step padded to whole 9-bit bytes, 36 bits; the count likewise, 18)
+    assert dut.memory_bits == 2 * 64 * (36 + 18)
     assert dut.cycles_per_token(0) == 1 + dut.latency
     assert dut.cycles_per_token(64) == 8 + dut.latency
     with pytest.raises(AttributeError):
