@@ -622,7 +622,7 @@ class HashClusterUnit(wiring.Component):
         nxt, cur = x.nxt, x.cur
         x.c_cmd = Signal(self.ctx_layout)
 
-        def start_next(read_row0: bool, decided: bool = True):
+        def start_next(read_row0: bool):
             """Take the buffered token as the current one (issuing its row 0 now if asked),
             or go idle. Its layer's clusters and rows come from the layer's registers, or,
             after a decision that opens a cluster of the same layer, from the counts the
@@ -632,8 +632,8 @@ class HashClusterUnit(wiring.Component):
                 m.d.sync += [*(x.opens[l].eq(nxt.layer == l) for l in range(self._layers)),
                              cur.eq(nxt), x.nxt_valid.eq(0), x.best.rank.eq(0), x.join.eq(0),
                              x.token.eq(Mux(nxt.first, 0, x.token + 1))]
-                grown = Signal(name=f"grown_{int(read_row0)}_{int(decided)}")
-                if decided:
+                grown = Signal(name="grown" if read_row0 else "grown_idle")
+                if read_row0:
                     same = (nxt.layer == cur.layer) if x.layer_log else Const(1)
                     m.d.comb += grown.eq(~x.join & same)
                 m.d.sync += [x.n_cur.eq(Mux(grown, x.n_p1, x.n_open[nxt.layer])),
@@ -670,7 +670,7 @@ class HashClusterUnit(wiring.Component):
             with m.State("IDLE"):
                 m.d.sync += x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))
                 with m.If(x.nxt_valid):
-                    start_next(read_row0=False, decided=False)
+                    start_next(read_row0=False)
                 with m.Elif(self.i_ctx.valid & ~self.i.valid & ~x.inb_valid):
                     # a context command, between tokens (a waiting token goes first)
                     m.d.comb += self.i_ctx.ready.eq(1)
