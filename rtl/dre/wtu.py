@@ -45,11 +45,10 @@ class WicsumThresholdUnit(wiring.Component):
       ring is full or two rows already wait for the walk.
     - *walk*: two rows at a time, their passes interleaved on the read port; a pass reads the
       stored row once and sums ``pass_buckets`` P buckets from the top down: each lane
-      compares its score with the pass's P bounds, and P adder trees sum the products ``w·n``
-      (formed and stored on receive), per d, over the entries of the pass's top d+1 buckets,
-      each subtracted from the row's residual ``th - running - cum_d``. When the pass has
-      drained, the residuals' signs say where the row exits: the first bucket whose running
-      sum exceeds ``th`` (or bucket 0); a row that does not exit makes another pass. Each entry's bucket
+      compares its score with the pass's P bounds, its multiplier forms ``w·n``, and P adder
+      trees sum, per d, the entries of the pass's top d+1 buckets. When the pass has drained,
+      the running sums say where the row exits: the first bucket whose running sum exceeds
+      ``th`` (or bucket 0); a row that does not exit makes another pass. Each entry's bucket
       code (relative to the pass) goes to the row's bank of a four-bank code memory.
     - *mark and emit*: the marker ORs each row's entries up to its exit bucket (with ``n >
       0``) into the head's union bitmask, in row order, and at ``head_last`` emits the union
@@ -90,8 +89,8 @@ class WicsumThresholdUnit(wiring.Component):
 
     PERF = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused",
             "busy", "stalled")
-    WALK_OVERHEAD = 5           # cycles from a pass's last read to its exit decision, plus one
-    RECEIVE_LATENCY = 7         # from a row's last beat to the walk being able to take it
+    WALK_OVERHEAD = 4           # cycles from a pass's last read to its exit decision, plus one
+    RECEIVE_LATENCY = 5         # from a row's last beat to the walk being able to take it
     CODE_BANKS = 4              # rows between the walk and the marker (two walked, two done)
 
     def __init__(self, *, lanes: int, buckets: int, pass_buckets: int, row_entries: int,
@@ -147,7 +146,7 @@ class WicsumThresholdUnit(wiring.Component):
 
     @property
     def memory_bits(self) -> int:
-        entry = self._score_bits + self._weight_bits + self._count_bits + 2
+        entry = self._score_bits + self._weight_bits + self._count_bits + 1
         return self._row_entries * (entry + 1 + self.CODE_BANKS * self.code_bits)
 
     @property
@@ -202,10 +201,8 @@ class WicsumThresholdUnit(wiring.Component):
         sb = self._score_bits
         x.prod_bits = self._weight_bits + self._count_bits
         x.smax_c, x.smin_c = (1 << (sb - 1)) - 1, -(1 << (sb - 1))
-        # an entry as stored: its product w·n formed on receive (so the walk's lanes have no
-        # multiplier after the memory), and whether its count is nonzero (for the marks)
-        store_t = data.StructLayout({"score": signed(sb), "prod": x.prod_bits, "valid": 1,
-                                     "nz": 1})
+        store_t = data.StructLayout({"score": signed(sb), "weight": self._weight_bits,
+                                     "count": self._count_bits, "valid": 1})
         m.submodules.rowmem = rowmem = memory.Memory(
             shape=data.ArrayLayout(store_t, N), depth=D, init=[])
         m.submodules.unimem = unimem = memory.Memory(shape=N, depth=D, init=[])
@@ -266,7 +263,13 @@ class WicsumThresholdUnit(wiring.Component):
             self.i.ready.eq((~first | (inflight < 2)) & ((occupied < D) | (beat >= D))),
             take.eq(self.i.valid & self.i.ready),
             store.eq(take & (beat < D)),
-        ]
+            x.row_wr.addr.eq(wptr), x.row_wr.en.eq(store)]
+        for j in range(N):
+            e = pay.entry[j]
+            m.d.comb += [x.row_wr.data[j].score.eq(e.score),
+                         x.row_wr.data[j].weight.eq(e.weight),
+                         x.row_wr.data[j].count.eq(e.count),
+                         x.row_wr.data[j].valid.eq(pay.valid[j])]
         m.d.sync += [occupied.eq(occupied + store - x.release),
                      inflight.eq(inflight + (take & first) - x.took)]
         # what travels with the row's last beat: p1_meta, then p2_meta
@@ -295,31 +298,20 @@ class WicsumThresholdUnit(wiring.Component):
                 m.d.sync += beat.eq(Mux(beat <= D, beat + 1, beat))
                 with m.If(beat >= D):
                     m.d.sync += x.over.eq(1)
-        p3_meta = Signal(meta_t)
-        m.d.sync += [p2_meta.eq(p1_meta), p3_meta.eq(p2_meta)]
+        m.d.sync += p2_meta.eq(p1_meta)
         # the lane pipeline: p1 (per lane), half the trees, p2 (the rest, the accumulators)
         p1_valid, p1_first, p1_last, p1_any = Signal(), Signal(), Signal(), Signal()
         p1_prod = [Signal(x.prod_bits, name=f"p1_prod_{j}") for j in range(N)]
         p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
         p1_hi = [Signal(signed(sb), name=f"p1_hi_{j}") for j in range(N)]
-        # the beat is written to the ring from p1, with its products (a cycle after it is
-        # taken: the walk reads a row only after its last beat has left the receive pipeline)
-        p1_store, p1_waddr = Signal(), Signal(range(D))
-        p1_entry = Signal(data.ArrayLayout(x.row_wr.data.shape().elem_shape, N))
-        m.d.sync += [p1_valid.eq(take), p1_first.eq(first), p1_last.eq(pay.last),
-                     p1_store.eq(store), p1_waddr.eq(wptr)]
-        m.d.comb += [x.row_wr.addr.eq(p1_waddr), x.row_wr.en.eq(p1_store),
-                     x.row_wr.data.eq(p1_entry)]
+        m.d.sync += [p1_valid.eq(take), p1_first.eq(first), p1_last.eq(pay.last)]
         with m.If(take):
             m.d.sync += p1_any.eq(pay.valid.any())
             for j in range(N):
                 e, v = pay.entry[j], pay.valid[j]
                 m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
                              p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
-                             p1_hi[j].eq(Mux(v, e.score, x.smin_c)),
-                             p1_entry[j].score.eq(e.score), p1_entry[j].valid.eq(v),
-                             p1_entry[j].nz.eq(e.count != 0)]
-        m.d.comb += [p1_entry[j].prod.eq(p1_prod[j]) for j in range(N)]
+                             p1_hi[j].eq(Mux(v, e.score, x.smin_c))]
         x.half = half = (exact_log2(N) + 1) // 2
         p2_valid, p2_first, p2_last, p2_any = Signal(), Signal(), Signal(), Signal()
         m.d.sync += [p2_valid.eq(p1_valid), p2_first.eq(p1_first), p2_last.eq(p1_last),
@@ -329,11 +321,6 @@ class WicsumThresholdUnit(wiring.Component):
                                ("max", p1_hi, _greater)):
             part = reduce_tree(m, items, op, f"p1_{key}", levels=half)
             p2[key] = reduce_tree(m, register(m, part, f"p2_{key}"), op, f"p2_{key}")
-        # p3: the beat's sum, minimum and maximum registered before the row's accumulators
-        p3_valid, p3_first, p3_last, p3_any = Signal(), Signal(), Signal(), Signal()
-        m.d.sync += [p3_valid.eq(p2_valid), p3_first.eq(p2_first), p3_last.eq(p2_last),
-                     p3_any.eq(p2_any)]
-        p3 = {key: register(m, [v], f"p3_{key}")[0] for key, v in p2.items()}
         total = Signal(self.sum_bits)
         smin = Signal(signed(sb), init=x.smax_c)
         smax = Signal(signed(sb), init=x.smin_c)
@@ -341,60 +328,56 @@ class WicsumThresholdUnit(wiring.Component):
         n_total, n_min, n_max, n_any = (Signal.like(total), Signal.like(smin),
                                         Signal.like(smax), Signal())
         m.d.comb += [
-            n_total.eq(Mux(p3_first, 0, total) + p3["sum"]),
-            n_min.eq(_lesser(Mux(p3_first, x.smax_c, smin), p3["min"])),
-            n_max.eq(_greater(Mux(p3_first, x.smin_c, smax), p3["max"])),
-            n_any.eq(Mux(p3_first, 0, any_valid) | p3_any)]
-        with m.If(p3_valid):
+            n_total.eq(Mux(p2_first, 0, total) + p2["sum"]),
+            n_min.eq(_lesser(Mux(p2_first, x.smax_c, smin), p2["min"])),
+            n_max.eq(_greater(Mux(p2_first, x.smin_c, smax), p2["max"])),
+            n_any.eq(Mux(p2_first, 0, any_valid) | p2_any)]
+        with m.If(p2_valid):
             m.d.sync += [total.eq(n_total), smin.eq(n_min), smax.eq(n_max),
                          any_valid.eq(n_any)]
         # a finished row's statistics (s1)
         x.s1_valid = Signal()
         x.s1 = SimpleNamespace(total=Signal.like(total), smin=Signal.like(smin),
                                smax=Signal.like(smax), any=Signal(), meta=Signal(meta_t))
-        m.d.sync += x.s1_valid.eq(p3_valid & p3_last)
-        with m.If(p3_valid & p3_last):
+        m.d.sync += x.s1_valid.eq(p2_valid & p2_last)
+        with m.If(p2_valid & p2_last):
             m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq(n_min), x.s1.smax.eq(n_max),
-                         x.s1.any.eq(n_any), x.s1.meta.eq(p3_meta)]
-        x.p1_valid, x.p2_valid, x.p3_valid = p1_valid, p2_valid, p3_valid
+                         x.s1.any.eq(n_any), x.s1.meta.eq(p2_meta)]
+        x.p1_valid, x.p2_valid = p1_valid, p2_valid
+
+    def _bounds(self, m, x, acc, r1, smin, name):
+        """The P bounds ``smin + ((acc - d·r1) >> log2 B)``, d = 0..P-1 (comb)."""
+        sb = self._score_bits
+        out = []
+        for d in range(self._pass):
+            lo = Signal(signed(sb + 2), name=f"{name}_{d}")
+            m.d.comb += lo.eq(smin + ((acc - _times(r1, d)).as_signed() >> x.blog))
+            out.append(lo)
+        return out
 
     def _prepare(self, m, x):
-        """s2: the threshold's partial products and the score range; s3: the threshold and
-        the first pass's bound offsets; then the bounds and the row into the walk's queue."""
-        sb, s1, P, B = self._score_bits, x.s1, self._pass, self._buckets
-        S, fb = self.sum_bits, self._th_r_frac_bits
-        # Σ·th_r as 18-bit slices of Σ times th_r (a DSP multiplier each), summed in s3
-        slices = [(lo, min(S, lo + 18)) for lo in range(0, S, 18)]
-        x.s2_valid, x.s3_valid = Signal(), Signal()
-        part = [Signal(hi - lo + len(self.th_r), name=f"s2_th_part_{k}")
-                for k, (lo, hi) in enumerate(slices)]
+        """s2: the threshold's product and the score range; then the first pass's bounds and
+        the row into the walk's queue."""
+        sb, s1 = self._score_bits, x.s1
+        x.s2_valid = Signal()
+        th_prod = Signal(self.sum_bits + self._th_r_frac_bits + 1)
         r1 = Signal(sb + 1)
         s2_smin, s2_smax = Signal(signed(sb)), Signal(signed(sb))
         s2_any, s2_meta = Signal(), Signal.like(s1.meta)
-        m.d.sync += [x.s2_valid.eq(x.s1_valid),
+        m.d.sync += [x.s2_valid.eq(x.s1_valid), th_prod.eq(s1.total * s1.meta.th_r),
                      r1.eq(s1.smax - s1.smin + 1), s2_smin.eq(s1.smin), s2_smax.eq(s1.smax),
                      s2_any.eq(s1.any), s2_meta.eq(s1.meta)]
-        m.d.sync += [pt.eq(s1.total[lo:hi] * s1.meta.th_r)
-                     for pt, (lo, hi) in zip(part, slices)]
-        # s3: th, and (B-1-d)·r1 for the first pass's bounds lo_d = smin + (that >> log2 B)
-        th = Signal(S)
-        acc = Signal(sb + 1 + x.blog)
-        offs = [Signal(sb + 1 + x.blog, name=f"s3_off_{d}") for d in range(P)]
-        s3_r1, s3_smin, s3_hi = Signal(sb + 1), Signal(signed(sb)), Signal(signed(sb + 2))
-        s3_any, s3_meta = Signal(), Signal.like(s1.meta)
-        th_prod = sum(pt << lo for pt, (lo, _) in zip(part, slices))
-        m.d.sync += [x.s3_valid.eq(x.s2_valid), th.eq(th_prod >> fb),
-                     acc.eq((r1 << x.blog) - r1), s3_r1.eq(r1), s3_smin.eq(s2_smin),
-                     s3_hi.eq(s2_smax + 1), s3_any.eq(s2_any), s3_meta.eq(s2_meta)]
-        m.d.sync += [off.eq((r1 << x.blog) - _times(r1, d + 1)) for d, off in enumerate(offs)]
         rec = Signal(x.row_t)
-        m.d.comb += [rec.base.eq(s3_meta.base), rec.stored.eq(s3_meta.stored),
-                     rec.overflow.eq(s3_meta.overflow), rec.any.eq(s3_any),
-                     rec.head_last.eq(s3_meta.head_last), rec.th.eq(th),
-                     rec.smin.eq(s3_smin), rec.r1.eq(s3_r1), rec.acc.eq(acc),
-                     rec.hi.eq(s3_hi),
-                     x.fifo.w_data.eq(rec.as_value()), x.fifo.w_en.eq(x.s3_valid)]
-        m.d.comb += [rec.lo[d].eq(s3_smin + (offs[d] >> x.blog)) for d in range(P)]
+        acc = Signal(sb + 1 + x.blog)
+        m.d.comb += acc.eq((r1 << x.blog) - r1)
+        lo = self._bounds(m, x, acc, r1, s2_smin, "first_lo")
+        m.d.comb += [rec.base.eq(s2_meta.base), rec.stored.eq(s2_meta.stored),
+                     rec.overflow.eq(s2_meta.overflow), rec.any.eq(s2_any),
+                     rec.head_last.eq(s2_meta.head_last),
+                     rec.th.eq(th_prod >> self._th_r_frac_bits), rec.smin.eq(s2_smin),
+                     rec.r1.eq(r1), rec.acc.eq(acc), rec.hi.eq(s2_smax + 1),
+                     x.fifo.w_data.eq(rec.as_value()), x.fifo.w_en.eq(x.s2_valid)]
+        m.d.comb += [rec.lo[d].eq(lo[d]) for d in range(self._pass)]
 
     # ------------------------------------------------------------------ walk
 
@@ -409,10 +392,8 @@ class WicsumThresholdUnit(wiring.Component):
         for c in range(2):
             cx = SimpleNamespace(
                 row=Signal(x.row_t, name=f"c{c}_row"), k=Signal(range(B), name=f"c{c}_k"),
-                # th less the running sum less the pass's top d + 1 buckets: the row exits
-                # at the first d whose residual is negative (a sign bit, no compare)
-                res=[Signal(signed(S + 1), name=f"c{c}_res_{d}") for d in range(P)],
-                last_pass=Signal(name=f"c{c}_last_pass"),
+                running=Signal(S, name=f"c{c}_running"),
+                cum=[Signal(S, name=f"c{c}_cum_{d}") for d in range(P)],
                 rptr=Signal(range(D), name=f"c{c}_rptr"),
                 wbeat=Signal(range(D + 1), name=f"c{c}_wbeat"),
                 bank=Signal(range(NB), name=f"c{c}_bank"),
@@ -423,51 +404,43 @@ class WicsumThresholdUnit(wiring.Component):
                 acc_next=Signal(signed(sb + 2 + x.blog), name=f"c{c}_acc_next"),
                 over=Signal(P, name=f"c{c}_over"), exit=Signal(range(P + 1), name=f"c{c}_exit"),
                 ready=Signal(name=f"c{c}_ready"), decide=Signal(name=f"c{c}_decide"))
-            # the next pass's bounds, three registers from the row's acc (ready well before
-            # the pass's decision: a pass takes at least 1 + WALK_OVERHEAD cycles)
-            off = [Signal(sb + 2 + x.blog, name=f"c{c}_next_off_{d}") for d in range(P)]
-            m.d.sync += cx.acc_next.eq(cx.row.acc - _times(cx.row.r1, P))
-            m.d.sync += [o.eq(cx.acc_next - _times(cx.row.r1, d)) for d, o in enumerate(off)]
-            m.d.sync += [lo.eq(cx.row.smin + (o.as_signed() >> x.blog))
-                         for lo, o in zip(cx.nlo, off)]
+            m.d.comb += cx.acc_next.eq(cx.row.acc - _times(cx.row.r1, P))
+            m.d.sync += [a.eq(b) for a, b in zip(
+                cx.nlo, self._bounds(m, x, cx.acc_next, cx.row.r1, cx.row.smin, f"c{c}_lo"))]
             # the exit: the first d whose running sum exceeds th, or bucket 0
             for d in range(P):
-                m.d.comb += cx.over[d].eq(cx.res[d][-1] | (cx.last_pass if d == P - 1 else 0))
+                m.d.comb += cx.over[d].eq((cx.running + cx.cum[d] > cx.row.th) |
+                                          ((cx.k == P - 1) if d == P - 1 else 0))
             m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
             ctx.append(cx)
         old = Signal()        # the context holding the older row (when both hold one)
         cur = Signal()        # the context whose pass is being read
         issuing = Signal()
 
-        # the pass pipeline: issue -> w1 (the memory's word) -> w1b (the word registered,
-        # with the pass's bounds) -> w2 (codes, products) -> w3 (sums); each stage carries
-        # its context
+        # the pass pipeline: issue -> w1 (the word: codes, products) -> w2 -> w3 (sums);
+        # each stage carries its context, and w1 the pass's bounds
         issue, word, ictx = Signal(), Signal(range(D)), Signal()
         w1_valid, w1_word, w1_ctx = Signal(), Signal(range(D)), Signal()
+        w1_lo = [Signal(signed(sb + 2), name=f"w1_lo_{d}") for d in range(P)]
+        w1_hi = Signal(signed(sb + 2))
         m.d.sync += [w1_valid.eq(issue), w1_word.eq(word), w1_ctx.eq(ictx)]
-        w1b_valid, w1b_word, w1b_ctx = Signal(), Signal(range(D)), Signal()
-        w1b_data = Signal.like(x.row_rd.data)
-        w1_lo = [Signal(signed(sb + 2), name=f"w1b_lo_{d}") for d in range(P)]
-        w1_hi = Signal(signed(sb + 2), name="w1b_hi")
-        m.d.sync += [w1b_valid.eq(w1_valid), w1b_word.eq(w1_word), w1b_ctx.eq(w1_ctx),
-                     w1b_data.eq(x.row_rd.data)]
         for c, cx in enumerate(ctx):
-            with m.If(w1_ctx == c):
+            with m.If(ictx == c):
                 m.d.sync += [w1_hi.eq(cx.row.hi)] + [w1_lo[d].eq(cx.row.lo[d])
                                                      for d in range(P)]
         w2_valid, w2_word, w2_ctx = Signal(), Signal(range(D)), Signal()
         w2_code = [Signal(cb, name=f"w2_code_{j}") for j in range(N)]
         w2_mark = [Signal(cb, name=f"w2_mark_{j}") for j in range(N)]
         w2_prod = [Signal(x.prod_bits, name=f"w2_prod_{j}") for j in range(N)]
-        m.d.sync += [w2_valid.eq(w1b_valid), w2_word.eq(w1b_word), w2_ctx.eq(w1b_ctx)]
+        m.d.sync += [w2_valid.eq(w1_valid), w2_word.eq(w1_word), w2_ctx.eq(w1_ctx)]
         for j in range(N):
-            e = w1b_data[j]
+            e = x.row_rd.data[j]
             above = e.score >= w1_hi
             code = sum((e.score < w1_lo[d]).as_unsigned() for d in range(P))
             m.d.sync += [
                 w2_code[j].eq(Mux(e.valid & ~above, code, P)),
-                w2_mark[j].eq(Mux(e.valid & e.nz, Mux(above, 0, code), P)),
-                w2_prod[j].eq(e.prod)]
+                w2_mark[j].eq(Mux(e.valid & (e.count != 0), Mux(above, 0, code), P)),
+                w2_prod[j].eq(Mux(e.valid, e.weight * e.count, 0))]
         w2_bank = Signal(range(NB))
         m.d.comb += w2_bank.eq(Mux(w2_ctx, ctx[1].bank, ctx[0].bank))
         m.d.comb += [x.code_wr.addr.eq(w2_bank * D + w2_word), x.code_wr.en.eq(w2_valid)]
@@ -481,13 +454,11 @@ class WicsumThresholdUnit(wiring.Component):
             sums.append(reduce_tree(m, register(m, part, f"w3_sum{d}"), _add, f"w3_sum{d}"))
         for c, cx in enumerate(ctx):
             with m.If(w3_valid & (w3_ctx == c)):
-                m.d.sync += [a.eq(a - s) for a, s in zip(cx.res, sums)]
+                m.d.sync += [a.eq(a + s) for a, s in zip(cx.cum, sums)]
             # a drained pass decides; context 0 first if both could (they cannot: their
             # passes' last reads are in different cycles)
-            # registered: next cycle, the pass is drained and no stage holds its words
-            m.d.sync += cx.ready.eq(cx.drain & ~cx.decide & ~(issue & (ictx == c)) &
-                                    ~(w1_valid & (w1_ctx == c)) &
-                                    ~(w1b_valid & (w1b_ctx == c)) & ~(w2_valid & (w2_ctx == c)))
+            m.d.comb += cx.ready.eq(cx.drain & ~(w1_valid & (w1_ctx == c)) &
+                                    ~(w2_valid & (w2_ctx == c)) & ~(w3_valid & (w3_ctx == c)))
         m.d.comb += [ctx[0].decide.eq(ctx[0].ready),
                      ctx[1].decide.eq(ctx[1].ready & ~ctx[0].ready)]
         deciding = ctx[0].decide | ctx[1].decide
@@ -542,9 +513,9 @@ class WicsumThresholdUnit(wiring.Component):
                 with m.Else():
                     m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.acc_next),
                                  cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1),
-                                 cx.last_pass.eq(cx.k == 2 * P - 1)]
+                                 cx.running.eq(cx.running + cx.cum[P - 1])]
                     m.d.sync += [cx.row.lo[d].eq(cx.nlo[d]) for d in range(P)]
-                    m.d.sync += [a.eq(cx.res[P - 1]) for a in cx.res]
+                    m.d.sync += [a.eq(0) for a in cx.cum]
 
         # a new row from the queue: into a free context and the next code bank
         x.next_bank = next_bank = Signal(range(NB))
@@ -571,10 +542,9 @@ class WicsumThresholdUnit(wiring.Component):
                     other = ctx[1 - c]
                     with m.If(into == c):
                         m.d.sync += [cx.row.eq(head), cx.busy.eq(1), cx.pend.eq(1),
-                                     cx.k.eq(B - 1), cx.last_pass.eq(B == P),
-                                     cx.bank.eq(next_bank),
+                                     cx.k.eq(B - 1), cx.running.eq(0), cx.bank.eq(next_bank),
                                      old.eq(Mux(other.busy & ~exiting[1 - c], 1 - c, c))]
-                        m.d.sync += [a.eq(head.th) for a in cx.res]
+                        m.d.sync += [a.eq(0) for a in cx.cum]
         m.d.sync += [perf.rows.eq(perf.rows + rows_inc),
                      perf.rows_refused.eq(perf.rows_refused + refused_inc)]
         x.walk_busy = ctx[0].busy | ctx[1].busy
@@ -698,9 +668,7 @@ class WicsumThresholdUnit(wiring.Component):
         """busy: a cycle in which any stage holds a row (a beat taken, the receive and
         threshold pipelines, the walk's queue, a pass, a row for the marker, marking or
         emission)."""
-        busy = (x.take | x.p1_valid | x.p2_valid | x.p3_valid | x.s1_valid | x.s2_valid |
-                x.s3_valid |
-                x.fifo.r_rdy |
+        busy = (x.take | x.p1_valid | x.p2_valid | x.s1_valid | x.s2_valid | x.fifo.r_rdy |
                 x.walk_busy | x.slot_full.any() | x.mark_busy)
         with m.If(busy):
             m.d.sync += self.perf.busy.eq(self.perf.busy + 1)
@@ -748,10 +716,8 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
                 r_row, r_beat = r_row + 1, 0
             else:
                 r_beat += 1
-        # busy: a beat in take, p1, p2 or p3; a row's last beat in s1, s2 or s3
-        b = (any(t - i in takes for i in range(4))
-             or any(takes.get(t - i, False) for i in (4, 5, 6))
-             or any(f[0] <= t for f in fifo)
+        b = (t in takes or t - 1 in takes or t - 2 in takes or takes.get(t - 3, False)
+             or takes.get(t - 4, False) or any(f[0] <= t for f in fifo)
              or any(c is not None for c in now) or any(s is not None for s in slot_now))
         # walk: a drained pass decides (context 0 first)
         deciding, exiting = None, [False, False]
