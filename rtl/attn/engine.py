@@ -651,15 +651,42 @@ class AttentionEngine(wiring.Component):
             v = Signal(signed(sb), name=f"score_in_{t}")
             m.d.comb += v.eq(Mux(col0 + t < lim, o.c[t], lowest))
             vals.append(v)
-        beat_max = reduce_tree(m, vals, lambda p, q: Mux(p > q, p, q), "score_beat_max")
+        # The row maxima trail the writes by a pipeline (for the clock: the array's drain
+        # multiplexer, the masks, a tree of n compares and the running compare in one cycle
+        # limited the engine): s1 registers the masked beat, s2 the tree's lower half, and the
+        # running maximum takes the rest. Nothing waits for it: row r's last beat is taken at
+        # least n - 1 - r cycles before its tile's half is full, and the exp stage reads row
+        # r's maximum r·ceil(l / n) >= r cycles after that, so a maximum d cycles late is
+        # still in time when d <= n - 1 (d = 2 from n = 4 on, 1 at n = 2, none at n = 1).
+        vmax = lambda p, q: Mux(p > q, p, q)
+        upd = SimpleNamespace(valid=write, half=half, row=o.row, first=x.out_j == 0)
+
+        def stage(prev, items, name):
+            nxt = SimpleNamespace(valid=Signal(name=f"{name}_valid"),
+                                  half=Signal(name=f"{name}_half"),
+                                  row=Signal(range(n), name=f"{name}_row"),
+                                  first=Signal(name=f"{name}_first"))
+            regs = [Signal(signed(sb), name=f"{name}_v{j}") for j in range(len(items))]
+            m.d.sync += [nxt.valid.eq(prev.valid & x.start), nxt.half.eq(prev.half),
+                         nxt.row.eq(prev.row), nxt.first.eq(prev.first),
+                         *(r_.eq(v_) for r_, v_ in zip(regs, items))]
+            return nxt, regs
+
+        levels = exact_log2(n)
+        if levels >= 1:
+            upd, vals = stage(upd, vals, "score_s1")
+        if levels >= 2:
+            part = reduce_tree(m, vals, vmax, "score_beat_max_lo", levels=(levels + 1) // 2)
+            upd, vals = stage(upd, part, "score_s2")
+        beat_max = reduce_tree(m, vals, vmax, "score_beat_max")
         for h in range(2):
             for r in range(n):
                 cur_max = x.row_max[h][r]
-                with m.If(write & (half == h) & (o.row == r)):
-                    m.d.sync += cur_max.eq(Mux((x.out_j == 0) | (beat_max > cur_max),
+                with m.If(upd.valid & (upd.half == h) & (upd.row == r)):
+                    m.d.sync += cur_max.eq(Mux(upd.first | (beat_max > cur_max),
                                                beat_max, cur_max))
-                    with m.If(x.out_j == 0):
-                        m.d.sync += x.row_lim[h][r].eq(lim_new)
+                with m.If(write & (half == h) & (o.row == r) & (x.out_j == 0)):
+                    m.d.sync += x.row_lim[h][r].eq(lim_new)
         for h in range(2):
             with m.If(x.out_take & o.last & (x.out_j == x.lt - 1) & (half == h) & scoring):
                 m.d.sync += x.score_full[h].eq(1)
