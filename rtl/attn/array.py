@@ -168,8 +168,17 @@ class SystolicArray(wiring.Component):
                         m.d.sync += nb.eq(b_v)
                     b_next.append(nb)
             b_row = b_next
-        conflict = reduce_tree(m, conflicts, lambda p, q: p | q, "conflict")
-        m.d.comb += run.eq(~conflict)
+        # A conflict is a captured result meeting an undrained one; only the row being
+        # drained can be freed this cycle, so the rows' conflicts are ORed from registers
+        # alone, and the drain's handshake (the consumer's ready: late in the cycle) enters
+        # the hold through one gate: run = ~(other rows' | drain row's unless it drains now).
+        per_row = [reduce_tree(m, conflicts[r * n:(r + 1) * n], lambda p, q: p | q,
+                               f"conflict_row_{r}") for r in range(n)]
+        others = reduce_tree(m, [per_row[r] & (x.row != r) for r in range(n)],
+                             lambda p, q: p | q, "conflict_others")
+        here = Signal()
+        m.d.comb += [here.eq(Array(per_row)[x.row]),
+                     run.eq(~(others | (here & ~x.drained)))]
 
     def _cell(self, m, x, r, c, a_v, a_f, b_v):
         """Cell (r, c); returns its conflict: a result to keep while the last is undrained."""
@@ -185,8 +194,8 @@ class SystolicArray(wiring.Component):
             m.d.sync += acc.eq(total)
         with m.If(run & capture):
             m.d.sync += x.res[r][c].eq(total)
-        # a result register drained this very cycle takes the next result
-        return capture & x.full[r][c] & ~x.freeing[r]
+        # (a result register drained this very cycle takes the next result: _cells)
+        return capture & x.full[r][c]
 
     def _drain(self, m, x):
         """Row ``row`` goes out once its n results are in."""

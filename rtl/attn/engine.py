@@ -448,9 +448,19 @@ class AttentionEngine(wiring.Component):
         tile_p = Signal(16)                     # the next row tile whose P·V is fed
         tile_j = Signal(16)
         kk = Signal(16)
-        pv = self._next_is_pv(m, x, tile_s, tile_p, "feed_pv")
-        tile_i = Signal(16)
-        m.d.comb += tile_i.eq(Mux(pv, tile_p, tile_s))
+        # the job (S or P·V), its row tile and whether one is left, in registers set from
+        # the counters' next values (as in _outputs: the issue sees flags, for the clock)
+        def derive(s_, p_, tag):
+            pv_ = self._next_is_pv(m, x, s_, p_, f"feed_pv_{tag}")
+            ti = Signal(16, name=f"feed_tile_{tag}")
+            m.d.comb += ti.eq(Mux(pv_, p_, s_))
+            return dict(pv=pv_, ti=ti, left=ti < x.mt)
+
+        reg = dict(pv=Signal(name="feed_pv"), ti=Signal(16, name="feed_tile"),
+                   left=Signal(name="feed_left"))
+        pv, tile_i = reg["pv"], reg["ti"]
+        tile_next = derive(tile_s + ~pv, tile_p + pv, "next")
+        zero = derive(Const(0, 16), Const(0, 16), "zero")
         advance = Signal()
         issue = Signal()
         f1_valid = Signal()
@@ -467,7 +477,7 @@ class AttentionEngine(wiring.Component):
         m.d.comb += ready_half.eq(Array(Mux(pv, x.p_ready[h], x.half_full[h])
                                         for h in range(2))[half])
         running = Signal()
-        m.d.comb += [running.eq(x.start & (tile_i < x.mt)),
+        m.d.comb += [running.eq(x.start & reg["left"]),
                      issue.eq(advance & running & ready_half)]
         kt_now = Mux(pv, x.kt_pv, x.kt)
         last_j = Mux(pv, x.kc - 1, x.lt - 1)
@@ -510,7 +520,7 @@ class AttentionEngine(wiring.Component):
             with m.If(kk == kt_now - 1):
                 m.d.sync += kk.eq(0)
                 with m.If(tile_j == last_j):
-                    m.d.sync += tile_j.eq(0)
+                    m.d.sync += [tile_j.eq(0), *(reg[k].eq(v) for k, v in tile_next.items())]
                     with m.If(pv):
                         m.d.sync += tile_p.eq(tile_p + 1)
                         for h in range(2):
@@ -525,9 +535,10 @@ class AttentionEngine(wiring.Component):
                     m.d.sync += tile_j.eq(tile_j + 1)
             with m.Else():
                 m.d.sync += kk.eq(kk + 1)
-        m.d.comb += x.feed_done.eq((tile_i >= x.mt) & ~f1_valid)
+        m.d.comb += x.feed_done.eq(~reg["left"] & ~f1_valid)
         with m.If(~x.start):
-            m.d.sync += [tile_s.eq(0), tile_p.eq(0), tile_j.eq(0), kk.eq(0)]
+            m.d.sync += [tile_s.eq(0), tile_p.eq(0), tile_j.eq(0), kk.eq(0),
+                         *(reg[k].eq(v) for k, v in zero.items())]
 
     def _outputs(self, m, x):
         """Rows leaving the array: GEMM rows, or hash bits gathered per token."""
@@ -535,21 +546,49 @@ class AttentionEngine(wiring.Component):
         arr = self._array
         out_s = Signal(16)                      # the next row tile whose scores come out
         out_p = Signal(16)                      # the next row tile whose P·V comes out
-        out_pv = self._next_is_pv(m, x, out_s, out_p, "out_pv")   # the same job order
-        out_i = Signal(16)
-        m.d.comb += out_i.eq(Mux(out_pv, out_p, out_s))
         out_j = Signal(16)
         o = arr.o.payload
+        take = Signal()
+        is_hash = x.cur.kind == Kind.HASH
+
+        # What the counters imply (the job, its row tile, its real rows, where the column
+        # tile stands) is kept in registers beside them, set from the counters' next values,
+        # so the array's ready (and through it the array's hold and the feeder) sees flags,
+        # not compare chains (for the clock; cycle for cycle the same).
+        def derive(s_, p_, j_, tag):
+            pv = self._next_is_pv(m, x, s_, p_, f"out_pv_{tag}")
+            oi = Signal(16, name=f"out_i_{tag}")
+            m.d.comb += oi.eq(Mux(pv, p_, s_))
+            base = oi << exact_log2(n)
+            rows = Signal(range(n + 1), name=f"out_rows_{tag}")
+            m.d.comb += rows.eq(Mux(x.cur.m > base, Mux(x.cur.m - base >= n, n,
+                                                         x.cur.m - base), 0))
+            return dict(pv=pv, oi=oi, rows=rows, li=oi == x.mt - 1,
+                        jl=j_ == x.lt - 1, jlast=j_ == Mux(pv, x.kc - 1, x.lt - 1))
+
+        reg = dict(pv=Signal(name="out_pv"), oi=Signal(16, name="out_i"),
+                   rows=Signal(range(n + 1), name="out_rows"),
+                   li=Signal(name="out_i_last"), jl=Signal(name="out_j_lt_last"),
+                   jlast=Signal(name="out_j_last"))
+        tile_next = derive(out_s + ~reg["pv"], out_p + reg["pv"], Const(0, 16), "tile")
+        step_next = derive(out_s, out_p, out_j + 1, "step")
+        zero = derive(Const(0, 16), Const(0, 16), Const(0, 16), "zero")
+        out_pv, out_i, last_j_now = reg["pv"], reg["oi"], reg["jlast"]
         grow = Signal(16)
         m.d.comb += grow.eq((out_i << exact_log2(n)) + o.row)
         real = Signal()
-        m.d.comb += real.eq(grow < x.cur.m)
+        m.d.comb += real.eq(o.row < reg["rows"])
         last_tile = Signal()
-        m.d.comb += last_tile.eq((out_i == x.mt - 1) & (out_j == x.lt - 1))
-        take = Signal()
-        is_hash = x.cur.kind == Kind.HASH
-        last_j = Mux(out_pv, x.kc - 1, x.lt - 1)
+        m.d.comb += last_tile.eq(reg["li"] & reg["jl"])
         x.out_i, x.out_j, x.real, x.out_take, x.out_pv = out_i, out_j, real, take, out_pv
+        x.out_j_lt_last = reg["jl"]
+        with m.If(~x.start):
+            m.d.sync += [reg[k].eq(v) for k, v in zero.items()]
+        with m.Elif(take & o.last):
+            with m.If(last_j_now):
+                m.d.sync += [reg[k].eq(v) for k, v in tile_next.items()]
+            with m.Else():
+                m.d.sync += [reg[k].eq(step_next[k]) for k in ("jl", "jlast")]
         x.grow = grow
         # gemm
         m.d.comb += [self.o_gemm.payload.row.eq(grow),
@@ -563,7 +602,7 @@ class AttentionEngine(wiring.Component):
         # the bias word of the column tile in the array's output: read a cycle ahead, at the
         # next tile's address when this row ends a tile
         next_j = Signal(16)
-        m.d.comb += next_j.eq(Mux(out_j == x.lt - 1, 0, out_j + 1))
+        m.d.comb += next_j.eq(Mux(x.out_j_lt_last, 0, out_j + 1))
         m.d.comb += x.bias_rd.addr.eq(Mux(take & o.last, next_j, out_j))
         bits = Signal(n)
         for t in range(n):
@@ -577,7 +616,7 @@ class AttentionEngine(wiring.Component):
                      self.o_hash.payload.first.eq(grow == 0),
                      self.o_hash.payload.last.eq(grow == x.cur.m - 1)]
         emit_hash = Signal()
-        m.d.comb += emit_hash.eq(out_j == x.lt - 1)
+        m.d.comb += emit_hash.eq(x.out_j_lt_last)
         with m.If(~real):
             m.d.comb += arr.o.ready.eq(1)                       # padding rows are dropped
         with m.Elif(is_hash & ~emit_hash):
@@ -595,7 +634,7 @@ class AttentionEngine(wiring.Component):
             m.d.sync += acc[o.row].eq(Mux(emit_hash, 0, word[:self._n_hp]))
         with m.If(take):
             with m.If(o.last):
-                with m.If(out_j == last_j):
+                with m.If(last_j_now):
                     m.d.sync += out_j.eq(0)
                     with m.If(out_pv):
                         m.d.sync += out_p.eq(out_p + 1)
@@ -688,7 +727,7 @@ class AttentionEngine(wiring.Component):
                 with m.If(write & (half == h) & (o.row == r) & (x.out_j == 0)):
                     m.d.sync += x.row_lim[h][r].eq(lim_new)
         for h in range(2):
-            with m.If(x.out_take & o.last & (x.out_j == x.lt - 1) & (half == h) & scoring):
+            with m.If(x.out_take & o.last & x.out_j_lt_last & (half == h) & scoring):
                 m.d.sync += x.score_full[h].eq(1)
             with m.Elif(x.score_free[h] | ~x.start):
                 m.d.sync += x.score_full[h].eq(0)
