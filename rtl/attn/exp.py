@@ -57,7 +57,7 @@ class ExpUnit(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from a beat's transfer on ``i`` to its offer on ``o`` (``o`` ready)."""
-        return 4
+        return 5
 
     @property
     def table(self) -> list[int]:
@@ -74,23 +74,26 @@ class ExpUnit(wiring.Component):
 
         # every stage advances when the output is free or taken
         advance = Signal()
-        valid = [Signal(name=f"s{k}_valid") for k in range(1, 5)]
-        m.d.comb += [advance.eq(~valid[3] | self.o.ready),
+        valid = [Signal(name=f"s{k}_valid") for k in range(5)]
+        m.d.comb += [advance.eq(~valid[4] | self.o.ready),
                      self.i.ready.eq(advance),
-                     self.o.valid.eq(valid[3])]
+                     self.o.valid.eq(valid[4])]
         with m.If(advance):
             m.d.sync += [valid[0].eq(self.i.valid)] + [
-                valid[k].eq(valid[k - 1]) for k in range(1, 4)]
+                valid[k].eq(valid[k - 1]) for k in range(1, 5)]
         if has_tag:
-            tags = [Signal(self.in_layout.members["tag"], name=f"s{k}_tag") for k in range(1, 5)]
+            tags = [Signal(self.in_layout.members["tag"], name=f"s{k}_tag") for k in range(5)]
             with m.If(advance):
                 m.d.sync += [tags[0].eq(self.i.payload.tag)] + [
-                    tags[k].eq(tags[k - 1]) for k in range(1, 4)]
-            m.d.comb += self.o.payload.tag.eq(tags[3])
+                    tags[k].eq(tags[k - 1]) for k in range(1, 5)]
+            m.d.comb += self.o.payload.tag.eq(tags[4])
 
         rom = memory.Memory(shape=Wb, depth=1 << F, init=self.table)
         m.submodules.rom = rom
         for j in range(N):
+            # s0: x as it arrives (in the engine it comes straight from the score memory
+            # less the row's maximum: with the multiplier in one cycle it limited the clock)
+            s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}")
             s1_prod = Signal(signed(prod_bits), name=f"s1_prod_{j}")
             s2_n = Signal(prod_bits, name=f"s2_n_{j}")
             s3_ip = Signal(prod_bits - F, name=f"s3_ip_{j}")
@@ -100,7 +103,7 @@ class ExpUnit(wiring.Component):
             m.d.comb += [shifted.eq(s1_prod >> self.beta_shift),
                          rd.addr.eq(s2_n[:F]), rd.en.eq(advance)]
             with m.If(advance):
-                m.d.sync += [s1_prod.eq(self.i.payload.x[j] * self.beta_m),
+                m.d.sync += [s0_x.eq(self.i.payload.x[j]), s1_prod.eq(s0_x * self.beta_m),
                              s2_n.eq(-shifted),
                              s3_ip.eq(s2_n[F:])]
                 m.d.sync += s4_w.eq(Mux(s3_ip >= Wb, 0, rd.data >> s3_ip[:max(1, (Wb - 1).bit_length())]))
