@@ -10,7 +10,7 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from vrex.rules import engine_rules
 
-from ..lib import counter_layout, reduce_tree
+from ..lib import counter_layout, reduce_tree, register
 from .array import SystolicArray
 from .exp import ExpUnit
 
@@ -428,15 +428,17 @@ class AttentionEngine(wiring.Component):
                 m.d.sync += x.half_full[h].eq(0)
 
     @staticmethod
-    def _next_is_pv(m, x, s_next, p_next, name):
+    def _job(m, x, s_next, p_next, name):
         """The array's job order: row tiles' scores (S) and, for light attention, their P·V,
         as S0, S1, PV0, S2, PV1, ..., PV(last): a tile's exp pass runs while the array
         computes the next tile's scores. The next job is P·V once the S jobs are two tiles
-        ahead or all done."""
-        pv = Signal(name=name)
-        m.d.comb += pv.eq((x.cur.kind == Kind.ATTEND) &
-                          ~((s_next < x.mt) & (s_next - p_next < 2)))
-        return pv
+        ahead or all done. Returns (whether it is P·V, its row tile)."""
+        pv = Signal(name=f"{name}_pv")
+        tile = Signal(16, name=f"{name}_tile")
+        m.d.comb += [pv.eq((x.cur.kind == Kind.ATTEND) &
+                           ~((s_next < x.mt) & (s_next - p_next < 2))),
+                     tile.eq(Mux(pv, p_next, s_next))]
+        return pv, tile
 
     def _feeder(self, m, x):
         """Read the buffers, one beat a cycle, into the array: f0 addresses, f1 data. Per row
@@ -451,9 +453,7 @@ class AttentionEngine(wiring.Component):
         # the job (S or P·V), its row tile and whether one is left, in registers set from
         # the counters' next values (as in _outputs: the issue sees flags, for the clock)
         def derive(s_, p_, tag):
-            pv_ = self._next_is_pv(m, x, s_, p_, f"feed_pv_{tag}")
-            ti = Signal(16, name=f"feed_tile_{tag}")
-            m.d.comb += ti.eq(Mux(pv_, p_, s_))
+            pv_, ti = self._job(m, x, s_, p_, f"feed_{tag}")
             return dict(pv=pv_, ti=ti, left=ti < x.mt)
 
         reg = dict(pv=Signal(name="feed_pv"), ti=Signal(16, name="feed_tile"),
@@ -555,23 +555,23 @@ class AttentionEngine(wiring.Component):
         # tile stands) is kept in registers beside them, set from the counters' next values,
         # so the array's ready (and through it the array's hold and the feeder) sees flags,
         # not compare chains (for the clock; cycle for cycle the same).
+        def col_flags(pv, j_):
+            return dict(jl=j_ == x.lt - 1, jlast=j_ == Mux(pv, x.kc - 1, x.lt - 1))
+
         def derive(s_, p_, j_, tag):
-            pv = self._next_is_pv(m, x, s_, p_, f"out_pv_{tag}")
-            oi = Signal(16, name=f"out_i_{tag}")
-            m.d.comb += oi.eq(Mux(pv, p_, s_))
+            pv, oi = self._job(m, x, s_, p_, f"out_{tag}")
             base = oi << exact_log2(n)
             rows = Signal(range(n + 1), name=f"out_rows_{tag}")
             m.d.comb += rows.eq(Mux(x.cur.m > base, Mux(x.cur.m - base >= n, n,
                                                          x.cur.m - base), 0))
-            return dict(pv=pv, oi=oi, rows=rows, li=oi == x.mt - 1,
-                        jl=j_ == x.lt - 1, jlast=j_ == Mux(pv, x.kc - 1, x.lt - 1))
+            return dict(pv=pv, oi=oi, rows=rows, li=oi == x.mt - 1, **col_flags(pv, j_))
 
         reg = dict(pv=Signal(name="out_pv"), oi=Signal(16, name="out_i"),
                    rows=Signal(range(n + 1), name="out_rows"),
                    li=Signal(name="out_i_last"), jl=Signal(name="out_j_lt_last"),
                    jlast=Signal(name="out_j_last"))
         tile_next = derive(out_s + ~reg["pv"], out_p + reg["pv"], Const(0, 16), "tile")
-        step_next = derive(out_s, out_p, out_j + 1, "step")
+        step_next = col_flags(reg["pv"], out_j + 1)     # a column tile on, same row tile
         zero = derive(Const(0, 16), Const(0, 16), Const(0, 16), "zero")
         out_pv, out_i, last_j_now = reg["pv"], reg["oi"], reg["jlast"]
         grow = Signal(16)
@@ -588,7 +588,7 @@ class AttentionEngine(wiring.Component):
             with m.If(last_j_now):
                 m.d.sync += [reg[k].eq(v) for k, v in tile_next.items()]
             with m.Else():
-                m.d.sync += [reg[k].eq(step_next[k]) for k in ("jl", "jlast")]
+                m.d.sync += [reg[k].eq(v) for k, v in step_next.items()]
         x.grow = grow
         # gemm
         m.d.comb += [self.o_gemm.payload.row.eq(grow),
@@ -705,11 +705,9 @@ class AttentionEngine(wiring.Component):
                                   half=Signal(name=f"{name}_half"),
                                   row=Signal(range(n), name=f"{name}_row"),
                                   first=Signal(name=f"{name}_first"))
-            regs = [Signal(signed(sb), name=f"{name}_v{j}") for j in range(len(items))]
             m.d.sync += [nxt.valid.eq(prev.valid & x.start), nxt.half.eq(prev.half),
-                         nxt.row.eq(prev.row), nxt.first.eq(prev.first),
-                         *(r_.eq(v_) for r_, v_ in zip(regs, items))]
-            return nxt, regs
+                         nxt.row.eq(prev.row), nxt.first.eq(prev.first)]
+            return nxt, register(m, items, f"{name}_v")
 
         levels = exact_log2(n)
         if levels >= 1:
