@@ -42,3 +42,25 @@ def pytest_terminal_summary(terminalreporter):
             + (f", {c['skipped']} skipped" if c.get("skipped") else "")
             + ("" if not bad or group in ("golden", "flow") else
                f"   (tool logs: build/sim/{group}/<point>/)"))
+
+
+# The longest items (a Verilator build of a large model and its run, minutes each on a
+# 2-core machine) run first, so that pytest-xdist's workers share them and the short tests
+# fill in behind: collected last, the core's trace alone kept one worker busy for 13 minutes
+# after the other had finished. (Longest first, by the measured durations; order only.)
+LONG_FIRST = (
+    "verif/core/test_verilog.py::test_core_bundled_trace",
+    "verif/core/test_verilog.py::test_core_verilog",
+    "verif/attn/test_verilog.py::test_engine_verilog",
+    "verif/kvmu/test_verilog.py::test_kvmu_verilog",
+    "verif/attn/test_verilog.py::test_array_verilog",
+    "verif/core/test_sim.py::test_core_windows_through_memory",
+    "verif/hcu/test_verilog.py::test_hcu_verilog",
+    "verif/kvmu/test_sim.py::test_trace",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = lambda item: next((k for k, p in enumerate(LONG_FIRST)
+                              if item.nodeid.startswith(p)), len(LONG_FIRST))
+    items.sort(key=rank)
