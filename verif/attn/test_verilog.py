@@ -24,13 +24,13 @@ EXP_POINTS = {"default": Config(), "f6_w12": Config(exp_frac_bits=6, weight_bits
 @pytest.mark.parametrize("point", ENGINE_POINTS)
 def test_engine_verilog(point):
     run_point("attn", point, ENGINE_POINTS[point],
-              cxx_opt="-O0" if point in O0_POINTS["attn"] else "-Os")
+              cxx_opt="-O0" if point in O0_POINTS["attn"] else None)
 
 
 @pytest.mark.parametrize("point", ARRAY_POINTS)
 def test_array_verilog(point):
     run_point("attn_array", point, ARRAY_POINTS[point],
-              cxx_opt="-O0" if point in O0_POINTS["attn_array"] else "-Os")
+              cxx_opt="-O0" if point in O0_POINTS["attn_array"] else None)
 
 
 @pytest.mark.parametrize("point", EXP_POINTS)

@@ -24,14 +24,16 @@ def tb_config() -> Config:
 
 def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=None,
                test_filter: str | None = None, extra_env: dict | None = None,
-               check_lint: bool = True, cxx_opt: str = "-Os") -> dict:
+               check_lint: bool = True, cxx_opt: str | None = None) -> dict:
     """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` as ``<name>.v`` in
     ``build_dir`` (lint it), build it with Verilator and run ``test_module`` (or only
     ``testcase``). Returns ``{test name: failure message or None}``; the build and run logs
     are ``build.log`` and ``sim.log`` in ``build_dir``. ``cxx_opt`` is the C++ compiler's
-    optimisation for the model (Verilator's own default, ``-Os``, unless given; ``-O0``
-    builds a large model several times faster and runs it a few times slower: for points
-    whose build costs more than their run; ``VREX_CXX_OPT`` in the environment overrides)."""
+    optimisation for the model: None keeps Verilator's own (``-Os`` for the model's fast
+    path, none for its once-run code; a ``-CFLAGS`` would apply to both and doubled the
+    core's build); ``-O0`` builds a large model several times faster and runs it a few times
+    slower: for points whose build costs more than their run. ``VREX_CXX_OPT`` in the
+    environment overrides."""
     from cocotb_tools.runner import get_runner
     from rtl import BLOCKS
     from vrex.emit import LINT_WAIVERS, lint, write_verilog
@@ -46,7 +48,7 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     runner = get_runner("verilator")
     opt = os.environ.get("VREX_CXX_OPT", cxx_opt)
     runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
-                 build_args=["-Wno-fatal", str(LINT_WAIVERS), "-CFLAGS", opt],
+                 build_args=["-Wno-fatal", str(LINT_WAIVERS), *(["-CFLAGS", opt] if opt else [])],
                  timescale=("1ns", "1ps"),
                  log_file=build / "build.log")
     env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), **(extra_env or {})}
@@ -84,7 +86,7 @@ def failures(results: dict, build_dir) -> str:
 
 
 def run_point(block: str, point: str, cfg: Config, test_filter: str | None = None,
-              cxx_opt: str = "-Os") -> None:
+              cxx_opt: str | None = None) -> None:
     """The Verilog tier of one build point: run the block's testbench (``verif.<group>.tb``,
     or ``tb_<block>`` in a group of several; only the tests whose full names match the
     regular expression ``test_filter``, if given) on the block built from ``cfg`` in
