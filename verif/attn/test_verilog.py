@@ -14,23 +14,18 @@ ENGINE_POINTS = {"n4_k192_b128": Config(attn_n=4, attn_k_buf=192, attn_b_rows=12
 # the array at n = 4, 8 (the FPGA default) and 16; the engine at n = 32 elaborates
 # (test_engine_sim)
 ARRAY_POINTS = {"n4": Config(attn_n=4), "n8": Config(), "n16": Config(attn_n=16)}
-# points whose model takes longer to compile at -Os than to run: built at -O0 (n16_w8: 367 ->
-# 288 s on a slow 2-core machine, the run 58 -> 161 s of it)
-O0_POINTS = {"attn": {"n16_w8"}, "attn_array": {"n16"}}
 # the exp unit at the default formats, and at a narrower table and weight
 EXP_POINTS = {"default": Config(), "f6_w12": Config(exp_frac_bits=6, weight_bits=12)}
 
 
 @pytest.mark.parametrize("point", ENGINE_POINTS)
 def test_engine_verilog(point):
-    run_point("attn", point, ENGINE_POINTS[point],
-              cxx_opt="-O0" if point in O0_POINTS["attn"] else None)
+    run_point("attn", point, ENGINE_POINTS[point])
 
 
 @pytest.mark.parametrize("point", ARRAY_POINTS)
 def test_array_verilog(point):
-    run_point("attn_array", point, ARRAY_POINTS[point],
-              cxx_opt="-O0" if point in O0_POINTS["attn_array"] else None)
+    run_point("attn_array", point, ARRAY_POINTS[point])
 
 
 @pytest.mark.parametrize("point", EXP_POINTS)

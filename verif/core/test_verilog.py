@@ -41,10 +41,7 @@ CORE_POINTS = {
 @pytest.mark.parametrize("point", list(CORE_POINTS))
 def test_core_verilog(point):
     make, tests = CORE_POINTS[point]
-    # (the synthetic point's model compiles at -O0: 352 -> 300 s on a slow 2-core machine,
-    # its run 58 -> 186 s of it)
-    run_point("core", point, make(), test_filter=tests,
-              cxx_opt="-O0" if point == "synth" else None)
+    run_point("core", point, make(), test_filter=tests)
 
 
 def test_core_bundled_trace():
