@@ -35,10 +35,10 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     slower: for points whose build costs more than their run. ``VREX_CXX_OPT`` in the
     environment overrides.
 
-    Signals: cocotb's Verilator build makes every signal of every block visible (public); a
-    test module that reads signals inside the block lists them in a Verilator control file
-    beside it (``verif/core/tb.vlt`` for ``verif.core.tb``), and then only those and the top
-    module's are (the core's model compiles three times faster)."""
+    Signals: only the top module's signals are visible to cocotb (public), and those a test
+    module that reads inside the block lists in a Verilator control file beside it
+    (``verif/core/tb.vlt`` for ``verif.core.tb``); cocotb's own build makes every signal of
+    every block public, which made the core's model three times longer to compile."""
     from cocotb_tools.runner import get_runner
     from rtl import BLOCKS
     from vrex.emit import LINT_WAIVERS, lint, write_verilog
@@ -56,8 +56,8 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
                  build_args=["-Wno-fatal", str(LINT_WAIVERS),
                              *(["-CFLAGS", opt] if opt else []),
-                             *(["--no-public-flat-rw", "--public-depth", "1", str(taps)]
-                               if taps.exists() else [])],
+                             "--no-public-flat-rw", "--public-depth", "1",
+                             *([str(taps)] if taps.exists() else [])],
                  timescale=("1ns", "1ps"),
                  log_file=build / "build.log")
     env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), **(extra_env or {})}
@@ -95,8 +95,9 @@ def failures(results: dict, build_dir) -> str:
 
 
 # build points whose model takes longer to compile at -Os than to run, built at -O0 (on a
-# slow 2-core machine, in a whole suite run: the engine at n16_w8 367 -> 236 s, the core's
-# synthetic point 352 -> 244 s, the array at n16 227 s -> under 83 s)
+# slow 2-core machine, in a whole suite run: the engine at n16_w8 367 -> 236 s, the array at
+# n16 227 s -> under 83 s; the core's synthetic point, 352 -> 244 s at -O0, takes 243 s at
+# -Os since only its testbench's signals are public)
 O0_POINTS = {("attn", "n16_w8"), ("attn_array", "n16")}
 
 
