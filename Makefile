@@ -57,7 +57,7 @@ verilog: $(STAMP)
 
 # every block's folder (both tiers) and the flow tests; a PASS/FAIL line per block at the end
 sim: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q $(filter-out verif/golden/ verif/lib/ verif/__pycache__/,$(wildcard verif/*/))
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q $(filter-out verif/golden/ verif/lib/ verif/__pycache__/,$(wildcard verif/*/))
 
 synth: $(STAMP)
 	$(PY) -m synth.run $(if $(CONFIG),--config $(CONFIG))
@@ -77,11 +77,11 @@ research: $(STAMP)
 	$(PY) -m golden.research $(foreach t,$(or $(TRACES),$(TRACE)),--trace $(t))
 
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q verif
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q verif
 
 # the long runs kept out of `make test`: whole real traces, long streams with faults
 soak: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q -m soak verif
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q -m soak verif
 
 clean:
 	rm -rf build sim_build

@@ -24,7 +24,8 @@ def tb_config() -> Config:
 
 def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=None,
                test_filter: str | None = None, extra_env: dict | None = None,
-               check_lint: bool = True, cxx_opt: str | None = None) -> dict:
+               check_lint: bool = True, cxx_opt: str | None = None,
+               public_all: bool = False) -> dict:
     """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` as ``<name>.v`` in
     ``build_dir`` (lint it), build it with Verilator and run ``test_module`` (or only
     ``testcase``). Returns ``{test name: failure message or None}``; the build and run logs
@@ -38,7 +39,9 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     Signals: only the top module's signals are visible to cocotb (public), and those a test
     module that reads inside the block lists in a Verilator control file beside it
     (``verif/core/tb.vlt`` for ``verif.core.tb``); cocotb's own build makes every signal of
-    every block public, which made the core's model three times longer to compile."""
+    every block public, which made the core's model three times longer to compile;
+    ``public_all`` keeps cocotb's way (the engine at n = 16 compiles faster with it: its
+    signals split the model into smaller functions)."""
     from cocotb_tools.runner import get_runner
     from rtl import BLOCKS
     from vrex.emit import LINT_WAIVERS, lint, write_verilog
@@ -56,8 +59,9 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
                  build_args=["-Wno-fatal", str(LINT_WAIVERS),
                              *(["-CFLAGS", opt] if opt else []),
-                             "--no-public-flat-rw", "--public-depth", "1",
-                             *([str(taps)] if taps.exists() else [])],
+                             *([] if public_all else
+                               ["--no-public-flat-rw", "--public-depth", "1",
+                                *([str(taps)] if taps.exists() else [])])],
                  timescale=("1ns", "1ps"),
                  log_file=build / "build.log")
     env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), **(extra_env or {})}
@@ -94,11 +98,13 @@ def failures(results: dict, build_dir) -> str:
             + "\n".join(f"  {k}: {v}" for k, v in bad.items()))
 
 
-# build points whose model takes longer to compile at -Os than to run, built at -O0 (on a
-# slow 2-core machine, in a whole suite run: the engine at n16_w8 367 -> 236 s, the array at
-# n16 227 s -> under 83 s; the core's synthetic point, 352 -> 244 s at -O0, takes 243 s at
-# -Os since only its testbench's signals are public)
-O0_POINTS = {("attn", "n16_w8"), ("attn_array", "n16")}
+# build points built otherwise than the default (-Os, only the top's and the testbench's
+# signals public), measured on a slow 2-core machine in whole suite runs: the engine at
+# n16_w8 and the array at n16 compile at -O0 (their -Os builds cost more than their runs:
+# 367 -> 236 s and 227 -> under 83 s); the engine at n16_w8 keeps every signal public (239 s
+# to compile at -O0 without, about 130 s with)
+BUILD_POINTS = {("attn", "n16_w8"): dict(cxx_opt="-O0", public_all=True),
+                ("attn_array", "n16"): dict(cxx_opt="-O0")}
 
 
 def run_point(block: str, point: str, cfg: Config, test_filter: str | None = None) -> None:
@@ -106,12 +112,12 @@ def run_point(block: str, point: str, cfg: Config, test_filter: str | None = Non
     or ``tb_<block>`` in a group of several; only the tests whose full names match the
     regular expression ``test_filter``, if given) on the block built from ``cfg`` in
     ``build/sim/<block>/<point>/``; fail the calling pytest test naming every failed cocotb
-    test. The points of ``O0_POINTS`` compile their model at -O0."""
+    test. The points of ``BUILD_POINTS`` build with their options."""
     import pytest
     from rtl import BLOCKS
     build = ROOT / "build" / "sim" / block / point
     results = run_cocotb(block, cfg, test_module=BLOCKS[block].verif_module(block, "tb"),
                          build_dir=build, test_filter=test_filter,
-                         cxx_opt="-O0" if (block, point) in O0_POINTS else None)
+                         **BUILD_POINTS.get((block, point), {}))
     if msg := failures(results, build):
         pytest.fail(msg, pytrace=False)
