@@ -45,9 +45,11 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # The longest items (a Verilator build of a large model and its run, minutes each on a
-# 2-core machine) run first, so that pytest-xdist's workers share them and the short tests
-# fill in behind: collected last, the core's trace alone kept one worker busy for 13 minutes
-# after the other had finished. (Longest first, by the measured durations; order only.)
+# 2-core machine) run first, and the short tests fill in behind: collected last, the core's
+# trace alone kept one worker busy for 13 minutes after the other had finished. The Makefile
+# runs xdist with work stealing, so an idle worker takes items queued on the other (with its
+# default scheduling one worker sat idle for the last 15 minutes). (Longest first, by the
+# measured durations; order only.)
 LONG_FIRST = (
     "verif/core/test_verilog.py::test_core_bundled_trace",
     "verif/core/test_verilog.py::test_core_verilog",

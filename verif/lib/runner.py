@@ -56,12 +56,12 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     runner = get_runner("verilator")
     opt = os.environ.get("VREX_CXX_OPT", cxx_opt)
     taps = ROOT.joinpath(*test_module.split(".")).with_suffix(".vlt")
+    public = [] if public_all else ["--no-public-flat-rw", "--public-depth", "1"]
+    if taps.exists() and not public_all:
+        public.append(str(taps))
     runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
                  build_args=["-Wno-fatal", str(LINT_WAIVERS),
-                             *(["-CFLAGS", opt] if opt else []),
-                             *([] if public_all else
-                               ["--no-public-flat-rw", "--public-depth", "1",
-                                *([str(taps)] if taps.exists() else [])])],
+                             *(["-CFLAGS", opt] if opt else []), *public],
                  timescale=("1ns", "1ps"),
                  log_file=build / "build.log")
     env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), **(extra_env or {})}
