@@ -35,8 +35,9 @@ class HashClusterUnit(wiring.Component):
     emits one beat on ``o`` per token: the token's index in its frame (``first`` restarts it),
     the cluster id, ``opened``, the distance (``n_hp + 1`` when no cluster was eligible) and the
     cluster's new member count, which is also the HC-table update ``(cluster, count)`` the KV
-    manager consumes. Counts saturate at ``2**count_bits - 1``; ages are taken modulo
-    ``2**step_bits`` steps.
+    manager consumes. Counts saturate at ``2**count_bits - 1``. A layer's steps never
+    decrease (a token whose step does is refused), so an entry's age is the token's step
+    less the entry's.
 
     Per-layer context: the windows of all ``layers`` layers live in one on-chip memory, a
     row of ``lanes`` entries (hash, opening step, count) per address, ``window / lanes`` rows
@@ -54,12 +55,13 @@ class HashClusterUnit(wiring.Component):
     processed. The scan reads one row per cycle (``lanes`` comparisons) from an address
     register set a cycle ahead; p0 and p1 register the row as it leaves the block RAMs (their
     clock-to-out leaves no time for logic); p2 holds each lane's XOR-popcount half summed and
-    the entry's age; s2 each lane's rank ``{eligible, ~distance, recency}``; two all-pairs
+    its eligibility; s2 each lane's rank ``{eligible, ~distance, recency}``; two all-pairs
     tournaments, each split between its compares (s2a, s2b) and its selection, give the row's
     winner (s3); ``best`` takes s3 if it wins, with the join decision registered beside it;
     the decision reads ``best``. Counts sit in a memory of their own, so the tournaments
-    carry a count, not the hash (a join rewrites only the count). The decision cycle also
-    reads the next token's first row, with the entry the decision writes forwarded into it:
+    carry a count, not the hash (a join rewrites only the count). Writes are registered (they
+    reach the memories a cycle after the decision), and a read that could miss one takes the
+    written lanes from a bypass. The decision cycle also reads the next token's first row:
     with ``o`` ready and the next token waiting, a token whose layer holds n clusters takes
     ``cycles_per_token(n) = max(1, ceil(min(n, window) / lanes)) + latency`` cycles
     (``latency`` = 8; 3 before the stages were registered, at less than half the clock), and
@@ -195,14 +197,31 @@ class HashClusterUnit(wiring.Component):
         depth = max(2, Lh * x.rows)
         init = [[{"hash": e["hash"], "step": e["step"]} for e in row]
                 for row in self.window_init]
+        # Writes are registered (``wq``: address, entry, lane enables, all from registers into
+        # the block RAMs) and reach the memory a cycle after the decision or the context beat
+        # that makes them. A read never relies on the memory for a word written in the same
+        # cycle (``no_rw_check``: Yosys then adds no read-during-write multiplexer after the
+        # block RAMs): the scan takes such lanes from a bypass instead (_scan).
+        norw = {"no_rw_check": 1}
         m.submodules.mem = mem = memory.Memory(
-            shape=data.ArrayLayout(self.key_layout, N), depth=depth, init=init)
+            shape=data.ArrayLayout(self.key_layout, N), depth=depth, init=init, attrs=norw)
         m.submodules.cmem = cmem = memory.Memory(
             shape=data.ArrayLayout(self._count_word, N), depth=depth,
-            init=[[e["count"] for e in row] for row in self.window_init])
+            init=[[e["count"] for e in row] for row in self.window_init], attrs=norw)
         x.wr, x.cwr = mem.write_port(granularity=1), cmem.write_port(granularity=1)
         x.rd, x.crd = mem.read_port(), cmem.read_port()
-        m.d.comb += [x.crd.addr.eq(x.rd.addr), x.cwr.addr.eq(x.wr.addr)]
+        x.wq_addr = Signal(len(x.wr.addr))
+        x.wq_entry = Signal(self.entry_layout)
+        x.wq_en, x.wq_ken = Signal(N), Signal(N)     # lanes whose count / hash and step
+        x.wq_any = Signal()                          # (wq_en.any(), as a register)
+        # (a pulse: set for one cycle by a decision, _control, or a context beat, X_LOAD)
+        m.d.sync += [x.wq_en.eq(0), x.wq_ken.eq(0), x.wq_any.eq(0)]
+        m.d.comb += [x.crd.addr.eq(x.rd.addr), x.wr.addr.eq(x.wq_addr),
+                     x.cwr.addr.eq(x.wq_addr), x.wr.en.eq(x.wq_ken), x.cwr.en.eq(x.wq_en)]
+        for j in range(N):
+            m.d.comb += [x.wr.data[j].hash.eq(x.wq_entry.hash),
+                         x.wr.data[j].step.eq(x.wq_entry.step),
+                         x.cwr.data[j].eq(x.wq_entry.count)]
 
         x.n_open = Array(Signal(self._id_bits, name=f"n_open_{l}") for l in range(Lh))
         # the decision (driven in _decide): join or open, and the entry it writes
@@ -290,10 +309,12 @@ class HashClusterUnit(wiring.Component):
         # smaller distance (stored inverted), then the more recent slot (the tie rule of D4)
         x.dist_bits = ceil_log2(self._n_hp + 2)
         x.rank_t = data.StructLayout({"key": x.wlog + 1, "ndist": x.dist_bits, "elig": 1})
-        x.lane_t = data.StructLayout({"rank": x.rank_t, "count": self._count_bits})
+        # (joins: the lane's distance is under th_hd, set from s2a on)
+        x.lane_t = data.StructLayout({"rank": x.rank_t, "count": self._count_bits, "joins": 1})
         x.s2_valid = Signal()
         x.s2 = [Signal(x.lane_t, name=f"s2_lane_{j}") for j in range(N)]
         x.best = Signal(x.lane_t)
+        x.best_row0 = Signal()            # best's slot is in row 0
 
         x.lane_log, x.layer_log = exact_log2(N), ceil_log2(Lh)
         x.spec = spec = Signal()    # the decision cycle also reads the buffered token's row 0
@@ -307,19 +328,30 @@ class HashClusterUnit(wiring.Component):
         m.d.comb += rd.addr.eq(x.raddr)
         m.d.sync += [x.s1_valid.eq(x.issue), x.s1_beat.eq(rd_row)]
 
-        # The decision cycle reads the next token's row 0 while it writes one entry: if that
-        # entry is in the row read, s1 takes it from a bypass register instead of the memory
-        # (a transparent read port would keep the memory out of block RAM on FPGAs).
-        # (the row read is row 0 of the buffered token's layer; the entry written is in it if
-        # both tokens are of one layer and the slot written is in row 0)
+        # The memory is written a cycle after the decision (the write is registered), so two
+        # reads can miss the entry it writes: the decision cycle's own read of the next
+        # token's row 0 (the entry is in it if both tokens are of one layer and the slot
+        # written is in row 0), and the read of the cycle after, issued while the write
+        # happens (its address equals the write's). Either takes the written lanes from a
+        # bypass register instead of the memory (a transparent read port would keep the
+        # memory out of block RAM on FPGAs; the lanes not written read as usual).
         x.fwd_hit, x.fwd_key = Signal(), Signal()     # the count; the hash and step too
         x.fwd_en = Signal(N)
         x.fwd_entry = Signal(self.entry_layout)
         x.row0 = Signal()                 # the slot the decision writes is in row 0
+        x.commit_lanes = Signal(N)        # the lane the decision writes (one-hot)
         same = (x.nxt.layer == x.cur.layer) if x.layer_log else Const(1)
-        m.d.sync += [x.fwd_hit.eq(spec & same & x.row0),
-                     x.fwd_key.eq(spec & same & x.row0 & ~x.join),
-                     x.fwd_en.eq(x.cwr.en), x.fwd_entry.eq(x.new_entry)]
+        now = Signal()                    # the decision cycle's read holds the entry
+        m.d.comb += now.eq(spec & same & x.row0)
+        late = Signal()                   # this read meets the registered write
+        m.d.comb += late.eq(x.wq_any & (x.wq_addr == rd.addr))
+        # (the two never meet: a write is pending only in the cycle after a decision or a
+        # context beat, never in a decision cycle; so the bypass's source is chosen by
+        # wq_any, a register, not by the decision)
+        m.d.sync += [x.fwd_hit.eq(now | late),
+                     x.fwd_key.eq(Mux(x.wq_any, late & x.wq_ken.any(), now & ~x.join)),
+                     x.fwd_en.eq(Mux(x.wq_any, x.wq_en, x.commit_lanes)),
+                     x.fwd_entry.eq(Mux(x.wq_any, x.wq_entry, x.new_entry))]
         # p1: the row read, registered as it leaves the block RAM (its clock-to-out leaves no
         # time for logic), with the bypass that goes with it
         # (twice: p0 beside the block RAMs, p1 beside the lanes; the RAMs of a 16-lane
@@ -347,10 +379,16 @@ class HashClusterUnit(wiring.Component):
 
     def _rank(self, m, x):
         """p1 -> p2 -> s2: per lane, the bypass, the XOR-popcount (its first half in p2) and
-        the entry's age (p2), then the distance and the eligibility (s2)."""
+        the eligibility (p2), then the distance (s2)."""
         levels = ceil_log2(self._n_hp)
         x.p2_valid = Signal()
         m.d.sync += [x.p2_valid.eq(x.p1_valid), x.s2_valid.eq(x.p2_valid)]
+        # age <= max_age as one compare of the entry's step: step >= cur.step - max_age
+        # (every entry is young when cur.step <= max_age, or without an age limit), both
+        # registered a cycle after the token's start, before its first row reaches p1
+        young_all, oldest = Signal(), Signal(self._step_bits)
+        m.d.sync += [young_all.eq(~x.age_limit | (x.cur.step <= x.max_age)),
+                     oldest.eq(x.cur.step - x.max_age)]
         for j in range(self._lanes):
             e = Signal(self.entry_layout, name=f"p1_entry_{j}")
             hit = x.p1_fwd_en[j]
@@ -366,17 +404,15 @@ class HashClusterUnit(wiring.Component):
             newer = slot < x.r if x.rlog or j < self._window - 1 else Const(0, 1)
             parts = popcount(m, e.hash ^ x.cur.hash, f"p1_pop_{j}", levels=(levels + 1) // 2)
             p2_parts = [Signal(v.shape(), name=f"p2_pop_{j}_{k}") for k, v in enumerate(parts)]
-            p2_in, p2_age = Signal(name=f"p2_in_{j}"), Signal(self._step_bits, name=f"p2_age_{j}")
+            elig = Signal(name=f"p2_elig_{j}")
             p2_key = Signal(x.wlog + 1, name=f"p2_key_{j}")
             p2_count = Signal(self._count_bits, name=f"p2_count_{j}")
             with m.If(x.p1_valid):
                 m.d.sync += [*(r.eq(v) for r, v in zip(p2_parts, parts)),
-                             p2_in.eq(slot < x.n_cur),    # slot < window <= n_cur when full
-                             p2_age.eq(x.cur.step - e.step),
+                             # (slot < window <= n_cur when full)
+                             elig.eq((slot < x.n_cur) & (young_all | (e.step >= oldest))),
                              p2_key.eq(Cat(slot, newer)), p2_count.eq(e.count)]
             dist = reduce_tree(m, p2_parts, lambda a, b: a + b, f"p2_pop_{j}")
-            elig = Signal(name=f"p2_elig_{j}")
-            m.d.comb += elig.eq(p2_in & (~x.age_limit | (p2_age <= x.max_age)))
             with m.If(x.p2_valid):
                 m.d.sync += [x.s2[j].rank.elig.eq(elig),
                              # (an ineligible lane's slot may never have been written: its
@@ -405,6 +441,9 @@ class HashClusterUnit(wiring.Component):
             with m.If(x.s2_valid):
                 m.d.sync += [*(gt_r[k].eq(v) for k, v in gt.items()),
                              *(a.eq(b) for a, b in zip(groups[g], s2[g * group:])),]
+                # whether the lane's cluster is close enough to join, beside the compares
+                m.d.sync += [a.joins.eq(b.rank.elig & (~b.rank.ndist < x.th_hd))
+                             for a, b in zip(groups[g], s2[g * group:])]
             gts.append(gt_r)
         s2b = [Signal(x.lane_t, name=f"s2b_node_{g}") for g in range(N // group)]
         wins = [self._select(m, groups[g], gts[g], f"s2a_pick_{g}") for g in range(N // group)]
@@ -424,8 +463,9 @@ class HashClusterUnit(wiring.Component):
             m.d.sync += s3.eq(winner)
         # whether the token joins best's cluster, registered with it
         with m.If(s3_valid & ~self._wins(x.best, s3)):
-            joins = s3.rank.elig & (~s3.rank.ndist < x.th_hd)
+            joins = s3.joins
             m.d.sync += [x.best.eq(s3), x.join.eq(joins),
+                         x.best_row0.eq(s3.rank.key[x.lane_log:x.wlog] == 0),
                          *(x.opens[l].eq(~joins & (x.cur.layer == l))
                            for l in range(self._layers))]
 
@@ -501,18 +541,20 @@ class HashClusterUnit(wiring.Component):
         x.slot_w = slot_w = Signal(wlog)
         m.d.comb += slot_w.eq(Mux(join, best_key[:wlog], x.r))
         if x.rlog:
-            m.d.comb += x.row0.eq(Mux(join, best_key[x.lane_log:wlog] == 0,
-                                      x.r[x.lane_log:] == 0))
+            # (both parts registered: best's with best, the next opening's a cycle after the
+            # token's start)
+            r_row0 = Signal()
+            m.d.sync += r_row0.eq(x.r[x.lane_log:] == 0)
+            m.d.comb += x.row0.eq(Mux(join, x.best_row0, r_row0))
         else:
             m.d.comb += x.row0.eq(1)
         # the entry written: a joined cluster's count, or an opened one's hash, step and count 1
         new_entry = x.new_entry
         m.d.comb += [new_entry.hash.eq(cur.hash), new_entry.step.eq(cur.step),
                      new_entry.count.eq(new_count)]
-        m.d.comb += x.wr.addr.eq(Cat(slot_w[x.lane_log:], cur.layer[:x.layer_log]))
-        for j in range(N):
-            m.d.comb += [x.wr.data[j].hash.eq(new_entry.hash),
-                         x.wr.data[j].step.eq(new_entry.step), x.cwr.data[j].eq(new_count)]
+        x.w_addr = Signal(len(x.wr.addr))
+        m.d.comb += [x.w_addr.eq(Cat(slot_w[x.lane_log:], cur.layer[:x.layer_log])),
+                     x.commit_lanes.eq(Const(1, N) << slot_w[:x.lane_log])]
 
     def _row_addr(self, x, row, layer):
         """The window memory's address of ``row`` of ``layer``'s context."""
@@ -602,14 +644,11 @@ class HashClusterUnit(wiring.Component):
         with m.State("X_LOAD"):
             m.d.comb += self.i_ctxd.ready.eq(1)
             entry = data.View(self.entry_layout, self.i_ctxd.payload[:self.entry_layout.size])
-            m.d.comb += x.wr.addr.eq(addr)
-            for j in range(N):
-                m.d.comb += [x.wr.data[j].hash.eq(entry.hash), x.wr.data[j].step.eq(entry.step),
-                             x.cwr.data[j].eq(entry.count)]
             with m.If(self.i_ctxd.valid):
                 with m.If(~bad):
                     lane_en = Const(1, N) << (ci[:x.lane_log] if x.lane_log else 0)
-                    m.d.comb += [x.wr.en.eq(lane_en), x.cwr.en.eq(lane_en)]
+                    m.d.sync += [x.wq_addr.eq(addr), x.wq_entry.eq(entry),
+                                 x.wq_en.eq(lane_en), x.wq_ken.eq(lane_en), x.wq_any.eq(1)]
                 m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
                 with m.If(rem == 1):
                     m.next = "IDLE"
@@ -703,10 +742,9 @@ class HashClusterUnit(wiring.Component):
         with m.If(x.ctx_busy):
             m.d.sync += perf.busy.eq(perf.busy + 1)
         with m.If(commit):
-            lane_en = Const(1, self._lanes) << x.slot_w[:x.lane_log]
-            m.d.comb += x.cwr.en.eq(lane_en)
-            with m.If(~x.join):
-                m.d.comb += x.wr.en.eq(lane_en)
+            m.d.sync += [x.wq_addr.eq(x.w_addr), x.wq_entry.eq(x.new_entry),
+                         x.wq_en.eq(x.commit_lanes), x.wq_any.eq(1),
+                         x.wq_ken.eq(Mux(x.join, 0, x.commit_lanes))]
             for l in range(self._layers):
                 with m.If(x.opens[l]):
                     m.d.sync += [x.n_open[l].eq(x.n_p1), x.beats_l[l].eq(x.beats_p1)]
