@@ -277,6 +277,10 @@ class HashClusterUnit(wiring.Component):
         # beside each layer's cluster counter, the rows a token of that layer reads, so that a
         # token's start takes both from registers
         x.beats_l = Array(Signal(range(x.rows + 1), name=f"beats_{l}") for l in range(Lh))
+        # (and whether those rows are at least one, more than one: a token's first scan
+        # cycle then knows from registers whether it issues a row)
+        x.nz_l = Array(Signal(name=f"beats_nz_{l}") for l in range(Lh))
+        x.gt1_l = Array(Signal(name=f"beats_gt1_{l}") for l in range(Lh))
         # the current token's clusters and rows, loaded as it starts, and what follows from
         # them a cycle later (used from the token's first ranks on, or at its decision)
         x.n_cur = n_cur = Signal(self._id_bits)
@@ -285,8 +289,20 @@ class HashClusterUnit(wiring.Component):
         x.n_p1 = Signal(self._id_bits)            # the counter if the token opens a cluster
         x.beats_p1 = Signal(range(x.rows + 1))    # and its layer's rows then
         x.n_hi_m1 = Signal(self._id_bits - x.wlog)    # the window's previous lap
-        m.d.sync += [x.n_valid.eq(Mux(n_cur >= W, W, n_cur)), x.n_p1.eq(n_cur + 1),
-                     x.beats_p1.eq(self._rows_of(n_cur + 1)),
+        # (n_valid and beats_p1 two cycles after, from three registers: the window a power
+        # of two, n >= W is "a bit above the window's is set", and the rows of n + 1
+        # clusters, min(ceil((n + 1) / N), W / N), are n's row + 1 unless n >= W - 1; both
+        # are read at the token's decision at the earliest)
+        full, low_all, row_nz = Signal(), Signal(), Signal()
+        row_p1 = Signal.like(x.beats_p1)
+        lane_log = exact_log2(N)
+        m.d.sync += [full.eq(n_cur[x.wlog:].any()), low_all.eq(n_cur[:x.wlog].all()),
+                     row_p1.eq(n_cur[lane_log:x.wlog] + 1),
+                     row_nz.eq(n_cur[lane_log:x.wlog].any())]
+        x.beats_p1_gt1 = Signal()                 # beats_p1 > 1
+        m.d.sync += [x.n_valid.eq(Mux(full, W, n_cur)), x.n_p1.eq(n_cur + 1),
+                     x.beats_p1.eq(Mux(full | low_all, x.rows, row_p1)),
+                     x.beats_p1_gt1.eq(Mux(full | low_all, x.rows > 1, row_nz)),
                      x.n_hi_m1.eq(n_cur[x.wlog:] - 1)]
         x.r = n_cur[:x.wlog]                      # slot the next cluster opens in
 
@@ -352,11 +368,12 @@ class HashClusterUnit(wiring.Component):
                      x.fwd_key.eq(Mux(x.wq_any, late & x.wq_ken.any(), now & ~x.join)),
                      x.fwd_en.eq(Mux(x.wq_any, x.wq_en, x.commit_lanes)),
                      x.fwd_entry.eq(Mux(x.wq_any, x.wq_entry, x.new_entry))]
-        # p1: the row read, registered as it leaves the block RAM (its clock-to-out leaves no
-        # time for logic), with the bypass that goes with it
-        # (twice: p0 beside the block RAMs, p1 beside the lanes; the RAMs of a 16-lane
-        # window span more of the chip than a register's input can reach in what the RAM's
-        # clock-to-out leaves of the cycle)
+        # p0: the row read, registered as it leaves the block RAM (its clock-to-out leaves no
+        # time for logic), with the bypass that goes with it (its lanes selected by
+        # registers); p1: the row with the bypassed lanes replaced
+        # (two registers: p0 beside the block RAMs, p1 beside the lanes; the RAMs of a
+        # 16-lane window span more of the chip than a register's input can reach in what
+        # the RAM's clock-to-out leaves of the cycle)
         x.p0_row = Signal(data.ArrayLayout(self.entry_layout, N), reset_less=True)
         for j in range(N):
             m.d.sync += [x.p0_row[j].hash.eq(rd.data[j].hash),
@@ -365,21 +382,22 @@ class HashClusterUnit(wiring.Component):
         x.p0_valid, x.p1_valid = Signal(), Signal()
         x.p0_beat, x.p1_beat = Signal.like(x.s1_beat), Signal.like(x.s1_beat)
         x.p1_row = Signal(data.ArrayLayout(self.entry_layout, N), reset_less=True)
-        x.p0_fwd_hit, x.p0_fwd_key, x.p0_fwd_en = Signal(), Signal(), Signal(N)
-        x.p0_fwd_entry = Signal(self.entry_layout)
-        x.p1_fwd_hit, x.p1_fwd_key, x.p1_fwd_en = Signal(), Signal(), Signal(N)
-        x.p1_fwd_entry = Signal(self.entry_layout)
+        p0_cnt_sel, p0_key_sel = Signal(N), Signal(N)     # lanes taking the bypass's
+        p0_fwd_entry = Signal(self.entry_layout)          # count; hash and step too
         m.d.sync += [x.p0_valid.eq(x.s1_valid), x.p0_beat.eq(x.s1_beat),
-                     x.p0_fwd_hit.eq(x.fwd_hit), x.p0_fwd_key.eq(x.fwd_key),
-                     x.p0_fwd_en.eq(x.fwd_en), x.p0_fwd_entry.eq(x.fwd_entry),
-                     x.p1_valid.eq(x.p0_valid), x.p1_beat.eq(x.p0_beat),
-                     x.p1_fwd_hit.eq(x.p0_fwd_hit), x.p1_fwd_key.eq(x.p0_fwd_key),
-                     x.p1_fwd_en.eq(x.p0_fwd_en), x.p1_fwd_entry.eq(x.p0_fwd_entry),
-                     x.p1_row.eq(x.p0_row)]
+                     p0_cnt_sel.eq(Mux(x.fwd_hit, x.fwd_en, 0)),
+                     p0_key_sel.eq(Mux(x.fwd_key, x.fwd_en, 0)), p0_fwd_entry.eq(x.fwd_entry),
+                     x.p1_valid.eq(x.p0_valid), x.p1_beat.eq(x.p0_beat)]
+        for j in range(N):
+            src = x.p0_row[j]
+            m.d.sync += [
+                x.p1_row[j].count.eq(Mux(p0_cnt_sel[j], p0_fwd_entry.count, src.count)),
+                x.p1_row[j].hash.eq(Mux(p0_key_sel[j], p0_fwd_entry.hash, src.hash)),
+                x.p1_row[j].step.eq(Mux(p0_key_sel[j], p0_fwd_entry.step, src.step))]
 
     def _rank(self, m, x):
-        """p1 -> p2 -> s2: per lane, the bypass, the XOR-popcount (its first half in p2) and
-        the eligibility (p2), then the distance (s2)."""
+        """p1 -> p2 -> s2: per lane, the XOR-popcount (its first half in p2) and the
+        eligibility (p2), then the distance (s2)."""
         levels = ceil_log2(self._n_hp)
         x.p2_valid = Signal()
         m.d.sync += [x.p2_valid.eq(x.p1_valid), x.s2_valid.eq(x.p2_valid)]
@@ -390,13 +408,7 @@ class HashClusterUnit(wiring.Component):
         m.d.sync += [young_all.eq(~x.age_limit | (x.cur.step <= x.max_age)),
                      oldest.eq(x.cur.step - x.max_age)]
         for j in range(self._lanes):
-            e = Signal(self.entry_layout, name=f"p1_entry_{j}")
-            hit = x.p1_fwd_en[j]
-            m.d.comb += [e.eq(x.p1_row[j]),
-                         e.count.eq(Mux(x.p1_fwd_hit & hit, x.p1_fwd_entry.count,
-                                        x.p1_row[j].count))]
-            with m.If(x.p1_fwd_key & hit):
-                m.d.comb += [e.hash.eq(x.p1_fwd_entry.hash), e.step.eq(x.p1_fwd_entry.step)]
+            e = x.p1_row[j]
             slot = Signal(x.wlog, name=f"p1_slot_{j}")
             m.d.comb += slot.eq(Cat(Const(j, x.lane_log), x.p1_beat[:x.rlog]))
             # a slot opened after the next one (a one-row window's last lane never is: a
@@ -452,7 +464,8 @@ class HashClusterUnit(wiring.Component):
         with m.If(s2a_valid):
             m.d.sync += [*(a.eq(b) for a, b in zip(s2b, wins)),
                          *(gt2_r[k].eq(v) for k, v in gt2.items())]
-        winner = self._select(m, s2b, gt2_r, "s2b_pick")
+        winner_is = []
+        winner = self._select(m, s2b, gt2_r, "s2b_pick", winner_is)
         # s3 registers the row's winner; best, the token's winner so far, takes it a cycle
         # later; the decision reads best
         x.s2b_valid = s2b_valid
@@ -461,8 +474,20 @@ class HashClusterUnit(wiring.Component):
         m.d.sync += s3_valid.eq(s2b_valid)
         with m.If(s2b_valid):
             m.d.sync += s3.eq(winner)
+        # best takes s3 if s3 wins against it. That compare is looked up, not made: in s2b,
+        # each group's winner is compared with best and with s3 as they are then, and the
+        # row winner's two results registered beside s3; best is, a cycle later, the best
+        # of then (no merge), s3 of then (it merged) or empty (a token started: s3 wins)
+        beats_best, beats_s3 = Signal(), Signal()     # best (s3) of then wins over s3
+        m.d.sync += [
+            beats_best.eq(Cat(*[w & self._wins(x.best, c) for w, c in zip(winner_is, s2b)]).any()),
+            beats_s3.eq(Cat(*[w & self._wins(s3, c) for w, c in zip(winner_is, s2b)]).any())]
+        x.merged, x.fresh = merged, fresh = Signal(), Signal()   # (fresh: set by _control)
+        take = Signal()
+        m.d.comb += take.eq(s3_valid & (fresh | ~Mux(merged, beats_s3, beats_best)))
+        m.d.sync += merged.eq(take)
         # whether the token joins best's cluster, registered with it
-        with m.If(s3_valid & ~self._wins(x.best, s3)):
+        with m.If(take):
             joins = s3.joins
             m.d.sync += [x.best.eq(s3), x.join.eq(joins),
                          x.best_row0.eq(s3.rank.key[x.lane_log:x.wlog] == 0),
@@ -476,11 +501,11 @@ class HashClusterUnit(wiring.Component):
         ``{slot, newer}`` need only the newer bits, since slots grow in scan order and a slot
         scanned later is newer only if the earlier one is (slots below the next opening are
         the newer ones): ``a`` wins with a higher ``{eligible, ~distance}`` or, equal there,
-        by being newer than ``b``. (A 7-bit compare where the whole rank takes 18.)"""
-        ea = Cat(a.rank.ndist, a.rank.elig)
-        eb = Cat(b.rank.ndist, b.rank.elig)
-        na, nb = a.rank.key[-1], b.rank.key[-1]
-        return (ea > eb) | ((ea == eb) & na & ~nb)
+        by being newer than ``b``; that is ``{eligible, ~distance, newer}`` of ``a`` above
+        ``b``'s, one 8-bit compare (one carry chain, nothing after it) where the whole rank
+        takes 18."""
+        return (Cat(a.rank.key[-1], a.rank.ndist, a.rank.elig) >
+                Cat(b.rank.key[-1], b.rank.ndist, b.rank.elig))
 
     @classmethod
     def _compare(cls, m, cands, name):
@@ -493,10 +518,12 @@ class HashClusterUnit(wiring.Component):
         return gt
 
     @staticmethod
-    def _select(m, cands, gt, name):
+    def _select(m, cands, gt, name, wins_out=None):
         """The candidate that wins against every other, by the compares ``gt``
-        (:meth:`_compare`), selected one-hot."""
+        (:meth:`_compare`), selected one-hot (the one-hot flags appended to ``wins_out``)."""
         if len(cands) == 1:
+            if wins_out is not None:
+                wins_out.append(Const(1))
             return cands[0]
         n = len(cands)
         out = Signal.like(cands[0], name=name)
@@ -505,6 +532,8 @@ class HashClusterUnit(wiring.Component):
             win = Signal(name=f"{name}_win_{i}")
             beats = [gt[i, k] if i < k else ~gt[k, i] for k in range(n) if k != i]
             m.d.comb += win.eq(Cat(*beats).all())
+            if wins_out is not None:
+                wins_out.append(win)
             terms.append(Mux(win, cands[i].as_value(), 0))
         acc = terms[0]
         for t in terms[1:]:
@@ -599,6 +628,7 @@ class HashClusterUnit(wiring.Component):
                 with m.Default():           # FLUSH (and the unused op 3)
                     with m.If(~bad):
                         m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(0), x.ctx_step.eq(0)]
+                    m.d.sync += x.idle.eq(1)
                     m.next = "IDLE"
         with m.State("X_HEADER"):
             m.d.comb += [self.o_ctx.valid.eq(1),
@@ -608,6 +638,7 @@ class HashClusterUnit(wiring.Component):
             with m.If(self.o_ctx.ready):
                 m.next = "X_READ"
                 with m.If(rem == 0):
+                    m.d.sync += x.idle.eq(1)
                     m.next = "IDLE"
         with m.State("X_READ"):
             # the row of entry ci (raddr): its data on the port the next cycle, in p1 the
@@ -625,6 +656,7 @@ class HashClusterUnit(wiring.Component):
             with m.If(self.o_ctx.ready):
                 m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
                 with m.If(rem == 1):
+                    m.d.sync += x.idle.eq(1)
                     m.next = "IDLE"
                 with m.Elif((ci[:x.lane_log] == N - 1) if x.lane_log else Const(1)):
                     m.next = "X_READ"
@@ -638,6 +670,7 @@ class HashClusterUnit(wiring.Component):
                     m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(hn),
                                  x.ctx_step.eq(hdr_i.last_step)]
                 with m.If(hn == 0):
+                    m.d.sync += x.idle.eq(1)
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "X_LOAD"
@@ -651,50 +684,53 @@ class HashClusterUnit(wiring.Component):
                                  x.wq_en.eq(lane_en), x.wq_ken.eq(lane_en), x.wq_any.eq(1)]
                 m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
                 with m.If(rem == 1):
+                    m.d.sync += x.idle.eq(1)
                     m.next = "IDLE"
 
     def _control(self, m, x):
         """The token sequencer (IDLE, SCAN, DECIDE), the context commands, the commit and the
         counters."""
         perf = self.perf
-        commit = Signal()
         nxt, cur = x.nxt, x.cur
         x.c_cmd = Signal(self.ctx_layout)
 
-        def start_next(read_row0: bool):
-            """Take the buffered token as the current one (issuing its row 0 now if asked),
-            or go idle. Its layer's clusters and rows come from the layer's registers, or,
-            after a decision that opens a cluster of the same layer, from the counts the
-            decision leaves."""
-            with m.If(x.nxt_valid):
-                # (best and the decision as for a token that sees no cluster: it opens one)
-                m.d.sync += [*(x.opens[l].eq(nxt.layer == l) for l in range(self._layers)),
-                             cur.eq(nxt), x.nxt_valid.eq(0), x.best.rank.eq(0), x.join.eq(0),
-                             x.token.eq(Mux(nxt.first, 0, x.token + 1))]
-                grown = Signal(name="grown" if read_row0 else "grown_idle")
-                if read_row0:
-                    same = (nxt.layer == cur.layer) if x.layer_log else Const(1)
-                    m.d.comb += grown.eq(~x.join & same)
-                m.d.sync += [x.n_cur.eq(Mux(grown, x.n_p1, x.n_open[nxt.layer])),
-                             x.beats.eq(Mux(grown, x.beats_p1, x.beats_l[nxt.layer]))]
-                with m.If(nxt.first | ~x.regs_taken):
-                    m.d.sync += [x.th_hd.eq(self.th_hd), x.max_age.eq(self.max_age),
-                                 x.age_limit.eq(self.age_limit), x.regs_taken.eq(1)]
-                if read_row0:
-                    m.d.comb += [x.spec.eq(1), x.issue.eq(1)]
-                    m.d.sync += [x.beat.eq(1), x.raddr.eq(self._row_addr(x, Const(1, 2),
-                                                                         nxt.layer))]
-                else:
-                    m.d.sync += x.beat.eq(0)
-                m.next = "SCAN"
-            with m.Else():
-                m.next = "IDLE"
+        # The sequencer's decisions come from registers, so that the clock enables of the
+        # next token's registers (a few hundred) hang off one LUT: ``idle`` (the FSM is in
+        # IDLE) and ``ready`` (it is in DECIDE with the token's rows drained from the scan)
+        # are registered beside the FSM's state, each set as the FSM enters its state.
+        x.idle, x.ready = idle, ready = Signal(init=1), Signal()
+        commit = Signal()
+        m.d.comb += commit.eq(ready & self.o.ready)
+        x.more = Signal()       # in SCAN: a row is issued this cycle (beat < beats)
+        start = Signal()        # the buffered token becomes the current one
+        m.d.comb += start.eq(x.nxt_valid & (idle | commit))
+        m.d.sync += x.fresh.eq(start)       # (best empty: the next row's winner takes it)
+        with m.If(start):
+            # (best and the decision as for a token that sees no cluster: it opens one). Its
+            # layer's clusters and rows come from the layer's registers, or, after a decision
+            # that opens a cluster of the same layer, from the counts the decision leaves
+            m.d.sync += [*(x.opens[l].eq(nxt.layer == l) for l in range(self._layers)),
+                         cur.eq(nxt), x.nxt_valid.eq(0), x.best.rank.eq(0), x.join.eq(0),
+                         x.token.eq(Mux(nxt.first, 0, x.token + 1)),
+                         x.beat.eq(commit)]            # (row 0 issued now, after a decision)
+            grown = Signal()
+            same = (nxt.layer == cur.layer) if x.layer_log else Const(1)
+            m.d.comb += grown.eq(commit & ~x.join & same)
+            m.d.sync += [x.n_cur.eq(Mux(grown, x.n_p1, x.n_open[nxt.layer])),
+                         x.beats.eq(Mux(grown, x.beats_p1, x.beats_l[nxt.layer])),
+                         # (whether the scan's first cycle issues a row: beat < beats)
+                         x.more.eq(Mux(grown, x.beats_p1_gt1,
+                                       Mux(commit, x.gt1_l[nxt.layer], x.nz_l[nxt.layer])))]
+            with m.If(nxt.first | ~x.regs_taken):
+                m.d.sync += [x.th_hd.eq(self.th_hd), x.max_age.eq(self.max_age),
+                             x.age_limit.eq(self.age_limit), x.regs_taken.eq(1)]
 
-        # no row of the token in the pipeline: registered (every stage's valid is the one
-        # before's, a cycle late)
-        x.drained = Signal()
-        m.d.sync += x.drained.eq(~(x.issue | x.s1_valid | x.p0_valid | x.p1_valid |
-                                   x.p2_valid | x.s2_valid | x.s2a_valid | x.s2b_valid))
+        # the pipeline holds a row of the token (as of the next cycle: every stage's valid is
+        # the one before's, a cycle late)
+        busy_rows = Signal()
+        m.d.comb += busy_rows.eq(x.issue | x.s1_valid | x.p0_valid | x.p1_valid |
+                                 x.p2_valid | x.s2_valid | x.s2a_valid | x.s2b_valid)
+        m.d.sync += [idle.eq(0), ready.eq(0)]
         # a FLUSH's or a LOAD's new header (clusters, last step) reaches the layer's registers
         # a cycle later (registered, for the clock; no token can start or be checked before)
         x.ctx_apply = Signal()
@@ -704,37 +740,48 @@ class HashClusterUnit(wiring.Component):
             for l in range(self._layers):
                 with m.If(x.c_cmd.layer == l):
                     m.d.sync += [x.n_open[l].eq(x.ctx_n), x.last_step[l].eq(x.ctx_step),
-                                 x.beats_l[l].eq(self._rows_of(x.ctx_n))]
+                                 x.beats_l[l].eq(self._rows_of(x.ctx_n)),
+                                 x.nz_l[l].eq(x.ctx_n != 0),
+                                 x.gt1_l[l].eq((x.ctx_n > self._lanes) if x.rows > 1 else 0)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
-                m.d.sync += x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))
+                m.d.sync += [idle.eq(1),
+                             x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))]
                 with m.If(x.nxt_valid):
-                    start_next(read_row0=False)
+                    m.d.sync += idle.eq(0)
+                    m.next = "SCAN"
                 with m.Elif(self.i_ctx.valid & ~self.i.valid & ~x.inb_valid):
                     # a context command, between tokens (a waiting token goes first)
                     m.d.comb += self.i_ctx.ready.eq(1)
-                    m.d.sync += x.c_cmd.eq(self.i_ctx.payload)
+                    m.d.sync += [x.c_cmd.eq(self.i_ctx.payload), idle.eq(0)]
                     m.next = "X_DECODE"
             self._context_states(m, x)
             with m.State("SCAN"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                with m.If(x.beat < x.beats):
+                with m.If(x.more):
                     m.d.comb += x.issue.eq(1)
-                    m.d.sync += [x.beat.eq(x.beat + 1),
+                    m.d.sync += [x.beat.eq(x.beat + 1), x.more.eq(x.beat + 1 < x.beats),
                                  x.raddr.eq(self._row_addr(x, x.beat + 1, cur.layer))]
                 with m.Else():
-                    m.d.sync += x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))
+                    m.d.sync += [x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer)),
+                                 ready.eq(~busy_rows)]
                     m.next = "DECIDE"
             with m.State("DECIDE"):
                 m.d.sync += perf.busy.eq(perf.busy + 1)
-                drained = x.drained
-                m.d.comb += self.o.valid.eq(drained)
-                with m.If(drained & ~self.o.ready):
+                m.d.comb += self.o.valid.eq(ready)
+                with m.If(ready & ~self.o.ready):
                     m.d.sync += perf.stalled.eq(perf.stalled + 1)
-                m.d.sync += x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer))
-                with m.If(drained & self.o.ready):
-                    m.d.comb += commit.eq(1)
-                    start_next(read_row0=True)
+                m.d.sync += [x.raddr.eq(self._row_addr(x, Const(0, 1), x.nxt_layer)),
+                             ready.eq(~commit & ~busy_rows)]
+                with m.If(commit):
+                    with m.If(x.nxt_valid):
+                        # the next token's row 0 read now (the buffered token's layer)
+                        m.d.comb += [x.spec.eq(1), x.issue.eq(1)]
+                        m.d.sync += x.raddr.eq(self._row_addr(x, Const(1, 2), nxt.layer))
+                        m.next = "SCAN"
+                    with m.Else():
+                        m.d.sync += idle.eq(1)
+                        m.next = "IDLE"
         m.d.comb += x.ctx_busy.eq(fsm.ongoing("X_DECODE") | fsm.ongoing("X_HEADER") |
                                   fsm.ongoing("X_READ") | fsm.ongoing("X_WAIT") |
                                   fsm.ongoing("X_WAIT_P0") | fsm.ongoing("X_SAVE") |
@@ -747,7 +794,8 @@ class HashClusterUnit(wiring.Component):
                          x.wq_ken.eq(Mux(x.join, 0, x.commit_lanes))]
             for l in range(self._layers):
                 with m.If(x.opens[l]):
-                    m.d.sync += [x.n_open[l].eq(x.n_p1), x.beats_l[l].eq(x.beats_p1)]
+                    m.d.sync += [x.n_open[l].eq(x.n_p1), x.beats_l[l].eq(x.beats_p1),
+                                 x.nz_l[l].eq(1), x.gt1_l[l].eq(x.beats_p1_gt1)]
         # the counters a cycle after the decision (n_valid is still the token's then)
         counted, counted_join = Signal(), Signal()
         m.d.sync += [counted.eq(commit), counted_join.eq(x.join)]
