@@ -479,10 +479,12 @@ class HashClusterUnit(wiring.Component):
         # row winner's two results registered beside s3; best is, a cycle later, the best
         # of then (no merge), s3 of then (it merged) or empty (a token started: s3 wins)
         beats_best, beats_s3 = Signal(), Signal()     # best (s3) of then wins over s3
-        m.d.sync += [
-            beats_best.eq(Cat(*[w & self._wins(x.best, c) for w, c in zip(winner_is, s2b)]).any()),
-            beats_s3.eq(Cat(*[w & self._wins(s3, c) for w, c in zip(winner_is, s2b)]).any())]
-        x.merged, x.fresh = merged, fresh = Signal(), Signal()   # (fresh: set by _control)
+        def row_winner_loses_to(ref):
+            return Cat(*[w & self._wins(ref, c) for w, c in zip(winner_is, s2b)]).any()
+        m.d.sync += [beats_best.eq(row_winner_loses_to(x.best)),
+                     beats_s3.eq(row_winner_loses_to(s3))]
+        merged, x.fresh = Signal(), Signal()     # (fresh: set by _control)
+        fresh = x.fresh
         take = Signal()
         m.d.comb += take.eq(s3_valid & (fresh | ~Mux(merged, beats_s3, beats_best)))
         m.d.sync += merged.eq(take)
@@ -628,8 +630,7 @@ class HashClusterUnit(wiring.Component):
                 with m.Default():           # FLUSH (and the unused op 3)
                     with m.If(~bad):
                         m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(0), x.ctx_step.eq(0)]
-                    m.d.sync += x.idle.eq(1)
-                    m.next = "IDLE"
+                    self._to_idle(m, x)
         with m.State("X_HEADER"):
             m.d.comb += [self.o_ctx.valid.eq(1),
                          hdr_o.n_open.eq(Mux(bad, 0, n)),
@@ -638,8 +639,7 @@ class HashClusterUnit(wiring.Component):
             with m.If(self.o_ctx.ready):
                 m.next = "X_READ"
                 with m.If(rem == 0):
-                    m.d.sync += x.idle.eq(1)
-                    m.next = "IDLE"
+                    self._to_idle(m, x)
         with m.State("X_READ"):
             # the row of entry ci (raddr): its data on the port the next cycle, in p1 the
             # cycle after
@@ -656,8 +656,7 @@ class HashClusterUnit(wiring.Component):
             with m.If(self.o_ctx.ready):
                 m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
                 with m.If(rem == 1):
-                    m.d.sync += x.idle.eq(1)
-                    m.next = "IDLE"
+                    self._to_idle(m, x)
                 with m.Elif((ci[:x.lane_log] == N - 1) if x.lane_log else Const(1)):
                     m.next = "X_READ"
                     m.d.sync += x.raddr.eq(self._row_addr(x, row + 1, lay))
@@ -670,8 +669,7 @@ class HashClusterUnit(wiring.Component):
                     m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(hn),
                                  x.ctx_step.eq(hdr_i.last_step)]
                 with m.If(hn == 0):
-                    m.d.sync += x.idle.eq(1)
-                    m.next = "IDLE"
+                    self._to_idle(m, x)
                 with m.Else():
                     m.next = "X_LOAD"
         with m.State("X_LOAD"):
@@ -684,8 +682,13 @@ class HashClusterUnit(wiring.Component):
                                  x.wq_en.eq(lane_en), x.wq_ken.eq(lane_en), x.wq_any.eq(1)]
                 m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
                 with m.If(rem == 1):
-                    m.d.sync += x.idle.eq(1)
-                    m.next = "IDLE"
+                    self._to_idle(m, x)
+
+    @staticmethod
+    def _to_idle(m, x):
+        """Return the FSM to IDLE, setting the registered ``idle`` flag (_control) with it."""
+        m.d.sync += x.idle.eq(1)
+        m.next = "IDLE"
 
     def _control(self, m, x):
         """The token sequencer (IDLE, SCAN, DECIDE), the context commands, the commit and the
@@ -780,8 +783,7 @@ class HashClusterUnit(wiring.Component):
                         m.d.sync += x.raddr.eq(self._row_addr(x, Const(1, 2), nxt.layer))
                         m.next = "SCAN"
                     with m.Else():
-                        m.d.sync += idle.eq(1)
-                        m.next = "IDLE"
+                        self._to_idle(m, x)
         m.d.comb += x.ctx_busy.eq(fsm.ongoing("X_DECODE") | fsm.ongoing("X_HEADER") |
                                   fsm.ongoing("X_READ") | fsm.ongoing("X_WAIT") |
                                   fsm.ongoing("X_WAIT_P0") | fsm.ongoing("X_SAVE") |
