@@ -44,7 +44,7 @@ class HashChain(wiring.Component):
 @pytest.mark.parametrize("preset", ["paper", "tuned"])
 def test_engine_hashes_cluster_as_the_golden_model(preset):
     cfg = Config(n_layers=1)
-    ports, _, tokens, run_cfg = trace_hash_commands(preset, cfg, steps=range(1, 4))
+    ports, _, tokens, run_cfg = trace_hash_commands(preset, cfg, steps=range(1, 3))
     run = cfg.replace(th_hd=run_cfg.th_hd, max_age=run_cfg.max_age)
     dut = HashChain(cfg)
     regs = [(getattr(dut, k), v) for k, v in run.block_registers("hcu").items()]
@@ -79,7 +79,7 @@ class ScoreChain(wiring.Component):
 @pytest.mark.parametrize("preset", ["paper", "tuned"])
 def test_engine_scores_select_as_the_golden_model(preset):
     cfg = Config(attn_n=8)
-    ports, _, heads, run_cfg = trace_score_commands(preset, cfg, n_groups=5, max_rows=30)
+    ports, _, heads, run_cfg = trace_score_commands(preset, cfg, n_groups=3, max_rows=30)
     run = cfg.replace(th_r=run_cfg.th_r)
     want, ref = wtu_expected(heads, run)
     assert sum(len(h) for h in ref.heads) > 0

@@ -24,6 +24,11 @@ def test_emission_is_deterministic(tmp_path):
     assert a == b and b"Amaranth" in a
 
 
+# the 1024-entry window runs its directed cases under one crossing (both idle cycles and
+# back-pressure; every crossing runs at the other points): 24 s each at this window
+FILTERS = {"l4_w1024_h32": r"^(?!.*directed_cases/crossing=(none|idle|backpressure|periodic))"}
+
+
 @pytest.mark.parametrize("point", POINTS)
 def test_hcu_verilog(point):
-    run_point("hcu", point, POINTS[point])
+    run_point("hcu", point, POINTS[point], test_filter=FILTERS.get(point))

@@ -7,6 +7,7 @@ to log files in the build folder; the results come back per test, by name.
 from __future__ import annotations
 
 import os
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -31,8 +32,8 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     ``testcase``). Returns ``{test name: failure message or None}``; the build and run logs
     are ``build.log`` and ``sim.log`` in ``build_dir``. ``cxx_opt`` is the C++ compiler's
     optimisation for the model: None keeps Verilator's own (``-Os`` for the model's fast
-    path, none for its once-run code; a ``-CFLAGS`` would apply to both and doubled the
-    core's build); ``-O0`` builds a large model several times faster and runs it a few times
+    path and the run-time library, none for its once-run code; a ``-CFLAGS`` would apply to
+    all and doubled the core's build); ``-O0`` builds a large model several times faster and runs it a few times
     slower: for points whose build costs more than their run. ``VREX_CXX_OPT`` in the
     environment overrides.
 
@@ -59,11 +60,27 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     public = [] if public_all else ["--no-public-flat-rw", "--public-depth", "1"]
     if taps.exists() and not public_all:
         public.append(str(taps))
-    runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
-                 build_args=["-Wno-fatal", str(LINT_WAIVERS),
-                             *(["-CFLAGS", opt] if opt else []), *public],
-                 timescale=("1ns", "1ps"),
-                 log_file=build / "build.log")
+    # Verilator's makefile reads the optimisation as make variables (MAKEFLAGS: the model's
+    # fast code and the run-time library, not its once-run code, which a -CFLAGS would also
+    # reach) and OBJCACHE from the environment (the run-time library compiled once a
+    # checkout: verif.lib.objcache)
+    saved = {k: os.environ.get(k) for k in ("MAKEFLAGS", "OBJCACHE")}
+    flags = saved["MAKEFLAGS"] or ""
+    if opt:
+        os.environ["MAKEFLAGS"] = (flags + ("" if " -- " in flags else " --")
+                                   + f" OPT_FAST={opt} OPT_GLOBAL={opt}")
+    os.environ["OBJCACHE"] = f"{sys.executable} {ROOT / 'verif' / 'lib' / 'objcache.py'}"
+    try:
+        runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
+                     build_args=["-Wno-fatal", str(LINT_WAIVERS), *public],
+                     timescale=("1ns", "1ps"),
+                     log_file=build / "build.log")
+    finally:
+        for k, val in saved.items():
+            if val is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = val
     env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), **(extra_env or {})}
     if os.environ.get("WAVES"):
         env["WAVES"] = "1"
@@ -107,17 +124,19 @@ BUILD_POINTS = {("attn", "n16_w8"): dict(cxx_opt="-O0", public_all=True),
                 ("attn_array", "n16"): dict(cxx_opt="-O0")}
 
 
-def run_point(block: str, point: str, cfg: Config, test_filter: str | None = None) -> None:
+def run_point(block: str, point: str, cfg: Config, test_filter: str | None = None,
+              extra_env: dict | None = None) -> None:
     """The Verilog tier of one build point: run the block's testbench (``verif.<group>.tb``,
     or ``tb_<block>`` in a group of several; only the tests whose full names match the
-    regular expression ``test_filter``, if given) on the block built from ``cfg`` in
+    regular expression ``test_filter``, if given; ``extra_env`` for the testbench, if given)
+    on the block built from ``cfg`` in
     ``build/sim/<block>/<point>/``; fail the calling pytest test naming every failed cocotb
     test. The points of ``BUILD_POINTS`` build with their options."""
     import pytest
     from rtl import BLOCKS
     build = ROOT / "build" / "sim" / block / point
     results = run_cocotb(block, cfg, test_module=BLOCKS[block].verif_module(block, "tb"),
-                         build_dir=build, test_filter=test_filter,
+                         build_dir=build, test_filter=test_filter, extra_env=extra_env,
                          **BUILD_POINTS.get((block, point), {}))
     if msg := failures(results, build):
         pytest.fail(msg, pytrace=False)
