@@ -52,6 +52,10 @@ PNR_TIMEOUT = 1800      # seconds nextpnr may take on one block before its Fmax 
 # minimum): the retrieval engine's blocks are held to 125 MHz over three seeds (issue 12)
 PNR_TARGET = {"hcu": 125, "wtu": 125}
 PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
+# blocks whose block RAMs' output registers move into the RAMs before nextpnr
+# (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
+# them); ``--bram-outreg`` does it for every block
+BRAM_OUTREG = {"hcu"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")
@@ -140,22 +144,26 @@ def _map_fpga(family: str, top: str, read: str, out, json_out: str = ""):
     raise err
 
 
-def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True) -> dict:
+def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True,
+                     bram_outreg: bool | None = None) -> dict:
     """:func:`synth_block` of the registered block ``name`` built from ``cfg``, the way every
     flow synthesises it: the core as its own logic (its blocks, :data:`CORE_PARTS`, black
     boxes) and, where :data:`NO_GENERIC` says so, without the generic-gates pass."""
     from rtl import BLOCKS
     return synth_block(name, BLOCKS[name].from_config(cfg), out_dir, pnr=pnr,
                        black_boxes=tuple(CORE_PARTS) if name == "core" else (),
-                       generic=name not in NO_GENERIC)
+                       generic=name not in NO_GENERIC,
+                       bram_outreg=name in BRAM_OUTREG if bram_outreg is None else bram_outreg)
 
 
 def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
-                black_boxes=(), generic: bool = True) -> dict:
+                black_boxes=(), generic: bool = True, bram_outreg: bool = False) -> dict:
     """One block's figures; ``black_boxes``: its submodules (by name) left out, kept as
     black-box cells (no place and route then); ``generic=False`` skips the generic-gates pass
     (``cells`` is None then); ``seeds``: nextpnr's placement seeds (default
-    :data:`PNR_SEEDS`, else seed 1)."""
+    :data:`PNR_SEEDS`, else seed 1); ``bram_outreg``: block RAM output registers moved into
+    the DP16KDs of the ECP5 netlist (:func:`synth.bram_outreg.absorb`; the ECP5 FF count is
+    then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones moved)."""
     seeds = tuple(seeds or PNR_SEEDS.get(name, (1,)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -196,6 +204,11 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                    "wrapper_ff": wrap_ff}
     if ecp5_flow:
         res["ecp5"]["flow"] = ecp5_flow
+    if bram_outreg:
+        from .bram_outreg import absorb
+        moved = absorb(out / f"{name}_ecp5.json")
+        res["ecp5"]["ff"] -= moved
+        res["ecp5"]["bram_outreg_ff"] = moved
     by_seed = {}
     if pnr:
         target = PNR_TARGET.get(name, 100)
@@ -304,6 +317,7 @@ def write_reports(report: dict, out_dir, cfg):
                      f"{e['bram']} | {e['dsp']} | {fmax} | {x.get('lut', '-')} | "
                      f"{x.get('ff', '-')} | {x.get('bram36', '-')} | {x.get('dsp', '-')} | "
                      f"{i['lc']} | {i['ff']} | {i['bram']} | {i['dsp']} |")
+    moved = [n for n, r in report.items() if r["ecp5"].get("bram_outreg_ff")]
     if "core total" in rows:
         t, sh = rows["core total"], rows["core total"]["dre_share"]
         lines += ["", "`core` is the core's own logic (register file, read DMA, output and "
@@ -327,7 +341,13 @@ def write_reports(report: dict, out_dir, cfg):
               "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F "
               "at a target of 100 MHz and seed 1; the HCU and the WTU are placed and routed "
               "with seeds 1, 2 and 3 at a target of 125 MHz, their Fmax the lowest of the "
-              "three (each seed's in parentheses). Where YoWASP's abc9 LUT mapper fails on a "
+              "three (each seed's in parentheses). "
+              + (f"In the ECP5 netlists of {', '.join(sorted(moved))}, the block RAMs' "
+                 "output registers are moved into the DP16KDs (`REGMODE = OUTREG`) before "
+                 "nextpnr, as vendor flows do (synth/bram_outreg.py; the ECP5 FF count is "
+                 "the flip-flops left, report.json's `ecp5.bram_outreg_ff` the ones moved). "
+                 if moved else "")
+              + "Where YoWASP's abc9 LUT mapper fails on a "
               "block, it is mapped with `-dff`, else with the classic `abc` (report.json names "
               "the flow, `ecp5.flow` / `xc7.flow`). iCE40 figures are synthesis only (no "
               "iCE40 device holds the default blocks' memories; `synth_ice40` runs without `-dsp`, so multipliers are "
@@ -369,6 +389,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="build/synth")
     ap.add_argument("--no-pnr", action="store_true", help="skip nextpnr (no Fmax)")
     ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
+    ap.add_argument("--bram-outreg", action="store_true",
+                    help="move block RAM output registers into the RAMs for every block "
+                         "(default: the blocks of BRAM_OUTREG)")
     ap.add_argument("blocks", nargs="*", help="blocks to synthesise (default: every block)")
     args = ap.parse_args(argv)
     from rtl import BLOCKS
@@ -385,7 +408,8 @@ def main(argv=None) -> int:
             ap.error(f"unknown block {name!r}; blocks: {', '.join(BLOCKS)}")
         print(f"synthesising {name} ...", flush=True)
         report[name] = synth_registered(name, cfg, Path(args.out) / name,
-                                        pnr=not args.no_pnr)
+                                        pnr=not args.no_pnr,
+                                        bram_outreg=True if args.bram_outreg else None)
         r = report[name]
         print(f"  {r['cells'] if r['cells'] is not None else 'no generic'} cells, "
               f"{r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "

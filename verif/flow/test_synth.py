@@ -13,11 +13,13 @@ def test_synth_flow_small_hcu():
     out = ROOT / "build" / "synth_test" / "hcu_small"
     cfg = Config(n_hp=8, hcu_lanes=4, window=16, n_layers=2)
     block = HashClusterUnit.from_config(cfg)
-    r = synth_block("hcu", block, out, pnr=False)
+    r = synth_block("hcu", block, out, pnr=False, bram_outreg=True)
     assert r["memory_bits"] == 2 * 16 * (27 + 18)       # 9-bit bytes: hash + step, count
     # (the hash/step and count memories; Yosys may split one by its unused pad bits)
     assert r["cells"] > 200 and r["cells_by_type"].get("$mem_v2", 0) >= 2
     assert r["ecp5"]["lut4"] > 100 and r["ecp5"]["ff"] > r["ecp5"]["wrapper_ff"]
+    # (its memories are distributed RAM here: no block RAM output register to move)
+    assert r["ecp5"]["bram"] == 0 and r["ecp5"]["bram_outreg_ff"] == 0
     assert r["ice40"]["lc"] > 100 and r["ice40"]["ff"] > r["ice40"]["wrapper_ff"]
     assert r["xc7"]["lut"] > 50 and r["xc7"]["ff"] > r["xc7"]["wrapper_ff"]
     write_reports({"hcu": r}, out, cfg)
