@@ -54,8 +54,9 @@ PNR_TARGET = {"hcu": 125, "wtu": 125}
 PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 # blocks whose block RAMs' output registers move into the RAMs before nextpnr
 # (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
-# them); ``--bram-outreg`` does it for every block
-BRAM_OUTREG = {"hcu"}
+# them); ``--bram-outreg`` does it for every block. None by default: on the HCU it helped
+# two seeds of three and left the third's routing unconverged (docs/hcu.md, session 18)
+BRAM_OUTREG: set[str] = set()
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")
