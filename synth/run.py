@@ -410,7 +410,7 @@ def main(argv=None) -> int:
         print(f"synthesising {name} ...", flush=True)
         report[name] = synth_registered(name, cfg, Path(args.out) / name,
                                         pnr=not args.no_pnr,
-                                        bram_outreg=True if args.bram_outreg else None)
+                                        bram_outreg=args.bram_outreg or None)
         r = report[name]
         print(f"  {r['cells'] if r['cells'] is not None else 'no generic'} cells, "
               f"{r['memory_bits']} memory bits; ECP5 {r['ecp5']['lut4']} "

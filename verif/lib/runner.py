@@ -33,9 +33,9 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     are ``build.log`` and ``sim.log`` in ``build_dir``. ``cxx_opt`` is the C++ compiler's
     optimisation for the model: None keeps Verilator's own (``-Os`` for the model's fast
     path and the run-time library, none for its once-run code; a ``-CFLAGS`` would apply to
-    all and doubled the core's build); ``-O0`` builds a large model several times faster and runs it a few times
-    slower: for points whose build costs more than their run. ``VREX_CXX_OPT`` in the
-    environment overrides.
+    all and doubled the core's build); ``-O0`` builds a large model several times faster and
+    runs it a few times slower: for points whose build costs more than their run.
+    ``VREX_CXX_OPT`` in the environment overrides.
 
     Signals: only the top module's signals are visible to cocotb (public), and those a test
     module that reads inside the block lists in a Verilator control file beside it
