@@ -12,12 +12,12 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 
 from verif.core.e2e import Observed, compare_run, plan_stream, synthetic_stream
 from verif.kvmu.tb import FaultRam
-from verif.lib.cocotb_tb import CLOCK_NS
+from verif.lib.cocotb_tb import CLOCK_NS, Ticker, cycle_now, cycles_later
 from verif.lib.pauses import pause
 from verif.lib.runner import tb_config
 from vrex import regmap
@@ -38,8 +38,9 @@ class CoreTB:
         self.ram = FaultRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst,
                             size=int(os.environ.get("VREX_RAM", 1 << 26)),
                             latency=(lambda: rng.randint(lo, hi)) if hi else None)
+        self.ticker = Ticker(dut.clk)
         if bus_pause:
-            self.ram.pause_all(bus_pause, seed)
+            self.ram.pause_all(bus_pause, seed, self.ticker)
         self.obs = Observed()
 
     async def start(self):
@@ -50,21 +51,21 @@ class CoreTB:
         await RisingEdge(d.clk)
         self.taps = os.environ.get("VREX_TAPS", "1") != "0"
         if self.taps:       # VREX_TAPS=0: the output rows are compared, not the streams
-            cocotb.start_soon(self._monitors())
+            self.ticker.watch(self._monitors())
 
     @property
     def cycle(self) -> int:
-        from cocotb.utils import get_sim_time
-        return int(get_sim_time(unit="ns")) // CLOCK_NS
+        return cycle_now()
 
     def _stream(self, scope, port, fields):
         valid, ready = getattr(scope, f"{port}__valid"), getattr(scope, f"{port}__ready")
         payload = getattr(scope, f"{port}__payload")
         return valid, ready, payload, fields
 
-    async def _monitors(self):
+    def _monitors(self):
         """Every handshake on the engine's hash words, the HCU's assignments, the WTU's
-        selection and the KVMU's fetched beats, in order."""
+        selection and the KVMU's fetched beats, in order: a function the ticker calls in
+        every cycle's read-only phase."""
         from rtl import VrexCore
         core = VrexCore(self.cfg)
         d = self.dut
@@ -81,14 +82,13 @@ class CoreTB:
             spans = [(layout[f].offset, layout[f].width) for f in fields]
             sigs.append((getattr(scope, f"{port}__valid"), getattr(scope, f"{port}__ready"),
                          getattr(scope, f"{port}__payload"), spans, into, fmt))
-        while True:
-            await RisingEdge(d.clk)
-            await ReadOnly()
+        def watch():
             for valid, ready, payload, spans, into, fmt in sigs:
                 if valid.value and ready.value:
                     p = int(payload.value)
                     getattr(self.obs, into).append(
                         fmt([(p >> lo) & ((1 << w) - 1) for lo, w in spans]))
+        return watch
 
     def snapshot(self) -> str:
         """The sequencer's and the blocks' states and the streams between them, for a
@@ -133,7 +133,7 @@ class CoreTB:
         base = await self.read(OFF["DESC_DONE"])
         for desc in plan.descriptors:
             while ((await self.read(OFF["STATUS"]) >> 8) & 0xFF) >= depth:
-                await ClockCycles(self.dut.clk, 20)
+                await cycles_later(self.dut.clk, 20)
             for w in regmap.encode_descriptor(**desc):
                 await self.write(OFF["DESC_DATA"], w)
         start = self.cycle
@@ -149,7 +149,7 @@ class CoreTB:
                 raise AssertionError(
                     f"the core did not finish ({done} of {len(plan.descriptors)} done; "
                     f"ERROR_CODE {err:#x}, STATUS {st:#x}): " + self.snapshot())
-            await ClockCycles(self.dut.clk, 200)
+            await cycles_later(self.dut.clk, 200)
         for k in range(len(plan.descriptors)):
             self.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(self.ram.read(a, n)), k))
         return await self.read(OFF["ERROR_CODE"])

@@ -20,7 +20,7 @@ async def whole_trace(dut, preset):
     rng = random.Random(21)
     tb = KvmuTB(dut, latency=lambda: rng.randrange(60))
     tb.cross("both", seed=22)
-    tb.ram.pause_all(0.2, seed=23)
+    tb.ram.pause_all(0.2, seed=23, ticker=tb.ticker)
     await tb.start()
     cfg = tb.cfg
     ops, _, rows, selected, scored = trace_ops(preset)
@@ -37,7 +37,7 @@ async def long_stream_with_faults(dut):
     rng = random.Random(31)
     tb = KvmuTB(dut, latency=lambda: rng.randrange(30))
     tb.cross("both", seed=32)
-    tb.ram.pause_all(0.3, seed=33)
+    tb.ram.pause_all(0.3, seed=33, ticker=tb.ticker)
     await tb.start()
     cfg = tb.cfg
     regs = registers(cfg, near_slots=max(3, 12 // cfg.heads_per_group), max_burst=16,

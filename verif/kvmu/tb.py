@@ -15,14 +15,15 @@ from collections import deque
 
 import cocotb
 import numpy as np
-from cocotb.triggers import Event, ReadOnly, RisingEdge
+from cocotb.triggers import Event, ReadOnly, RisingEdge, Timer
+from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiRam, AxiResp
 
 from rtl import KvMemoryManager
 from verif.kvmu.model import check_memory, check_scored, cmd_beats, data_beats, expect, \
     random_rows, registers, synthetic_ops, trace_ops
 from verif.kvmu.sim import COUNTERS
-from verif.lib.cocotb_tb import BlockTB, named
+from verif.lib.cocotb_tb import CLOCK_NS, BlockTB, Ticker, cycle_now, named
 from verif.lib.pauses import CROSSINGS, pause
 from verif.lib.scoreboard import compare, compare_counters
 
@@ -33,23 +34,18 @@ RESP = {2: AxiResp.SLVERR, 3: AxiResp.DECERR}
 
 class LatencyAr:
     """Stands in for an ``AxiRam``'s AR channel: each read burst is answered no earlier than
-    ``latency()`` cycles after its AR was accepted, in order (a pipelined memory)."""
+    ``latency()`` cycles after its AR was accepted, in order (a pipelined memory). Cycles
+    are counted by the simulation time, not by a coroutine woken every edge."""
 
     def __init__(self, channel, clk, latency):
         self.channel, self.clk, self.latency = channel, clk, latency
-        self.q, self.cycle, self.ev = deque(), 0, Event()
-        cocotb.start_soon(self._count())
+        self.q, self.ev = deque(), Event()
         cocotb.start_soon(self._pump())
-
-    async def _count(self):
-        while True:
-            await RisingEdge(self.clk)
-            self.cycle += 1
 
     async def _pump(self):
         while True:
             ar = await self.channel.recv()
-            self.q.append((self.cycle + self.latency(), ar))
+            self.q.append((cycle_now() + self.latency(), ar))
             self.ev.set()
 
     async def recv(self):
@@ -57,7 +53,10 @@ class LatencyAr:
             self.ev.clear()
             await self.ev.wait()
         due, ar = self.q.popleft()
-        while self.cycle < due:
+        if due - cycle_now() > 1:           # to the middle of the cycle before the due edge
+            await Timer(due * CLOCK_NS - CLOCK_NS // 2 - int(get_sim_time(unit="ns")),
+                        unit="ns")
+        while cycle_now() < due:
             await RisingEdge(self.clk)
         return ar
 
@@ -73,6 +72,7 @@ class FaultRam(AxiRam):
 
     def __init__(self, bus, clk, rst, *, size, latency=None):
         super().__init__(bus, clk, rst, size=size)
+        self.clk = clk
         self.faults = {}
         self._pending = {"read": deque(), "write": deque()}
         rd, wr = self.read_if, self.write_if
@@ -111,12 +111,15 @@ class FaultRam(AxiRam):
                 rd._process_read_cr.kill()
                 rd._process_read_cr = cocotb.start_soon(rd._process_read())
 
-    def pause_all(self, spec, seed):
+    def pause_all(self, spec, seed, ticker=None):
+        """Pause every channel by its own seeded generator of ``spec``, driven by ``ticker``
+        (a :class:`~verif.lib.cocotb_tb.Ticker` of the testbench's, or a new one)."""
+        ticker = ticker or Ticker(self.clk)
         rd, wr = self.read_if, self.write_if
         chans = [getattr(rd.ar_channel, "channel", rd.ar_channel), rd.r_channel,
                  wr.aw_channel, wr.w_channel, wr.b_channel]
         for k, ch in enumerate(chans):
-            ch.set_pause_generator(pause(spec, seed + k))
+            ticker.pause(ch, pause(spec, seed + k))
 
 
 class KvmuTB(BlockTB):
@@ -133,19 +136,18 @@ class KvmuTB(BlockTB):
         self.ar_log, self.aw_log = [], []
         dut.i_version__valid.value = 0
         dut.clear.value = 0
-        cocotb.start_soon(self._monitor())
+        self.ticker = Ticker(dut.clk)
+        self.ticker.watch(self._monitor)
 
-    async def _monitor(self):
+    def _monitor(self):
+        """The bursts on AR and AW, in order (every cycle's read-only phase)."""
         d = self.dut
-        while True:
-            await ReadOnly()
-            if int(d.m_axi_arvalid.value) and int(d.m_axi_arready.value):
-                self.ar_log.append((int(d.m_axi_araddr.value),
-                                    (int(d.m_axi_arlen.value) + 1) * self.bus))
-            if int(d.m_axi_awvalid.value) and int(d.m_axi_awready.value):
-                self.aw_log.append((int(d.m_axi_awaddr.value),
-                                    (int(d.m_axi_awlen.value) + 1) * self.bus))
-            await RisingEdge(d.clk)
+        if int(d.m_axi_arvalid.value) and int(d.m_axi_arready.value):
+            self.ar_log.append((int(d.m_axi_araddr.value),
+                                (int(d.m_axi_arlen.value) + 1) * self.bus))
+        if int(d.m_axi_awvalid.value) and int(d.m_axi_awready.value):
+            self.aw_log.append((int(d.m_axi_awaddr.value),
+                                (int(d.m_axi_awlen.value) + 1) * self.bus))
 
     async def after_reset(self):
         while int(self.dut.busy.value):             # the tables' clearing pass
@@ -247,7 +249,7 @@ async def synthetic_stream(dut, crossing):
     under the named crossing on the streams and random pauses on every AXI channel."""
     tb = KvmuTB(dut)
     tb.cross(crossing, seed=1)
-    tb.ram.pause_all(0.0 if crossing == "none" else 0.3, seed=2)
+    tb.ram.pause_all(0.0 if crossing == "none" else 0.3, seed=2, ticker=tb.ticker)
     await tb.start()
     cfg = tb.cfg
     ops = synthetic_ops(cfg, np.random.default_rng(3), steps=3, tokens=5,
@@ -262,7 +264,7 @@ async def random_latency(dut):
     rng = random.Random(5)
     tb = KvmuTB(dut, latency=lambda: rng.randrange(41))
     tb.cross("both", seed=4)
-    tb.ram.pause_all(0.2, seed=6)
+    tb.ram.pause_all(0.2, seed=6, ticker=tb.ticker)
     await tb.start()
     cfg = tb.cfg
     ops = synthetic_ops(cfg, np.random.default_rng(7), steps=3, tokens=4,
@@ -280,7 +282,7 @@ async def bus_errors(dut, fail, resp):
     from verif.kvmu.test_sim import with_fault
     tb = KvmuTB(dut)
     tb.cross("both", seed=8)
-    tb.ram.pause_all(0.2, seed=9)
+    tb.ram.pause_all(0.2, seed=9, ticker=tb.ticker)
     await tb.start()
     cfg = tb.cfg
     regs = _spill(cfg)
@@ -350,7 +352,7 @@ async def real_trace(dut, preset):
     fetch (by candidate index) delivers exactly the golden run's selected past tokens."""
     tb = KvmuTB(dut)
     tb.cross("both", seed=15)
-    tb.ram.pause_all(0.1, seed=16)
+    tb.ram.pause_all(0.1, seed=16, ticker=tb.ticker)
     await tb.start()
     cfg = tb.cfg
     ops, tcfg, rows, selected, scored = trace_ops(preset, steps=4)

@@ -4,12 +4,17 @@ and sinks driven by pause generators, and the testbench base every block's testb
 The base knows a block by its :class:`vrex.config.Config` (sent by the runner as JSON) and its
 named stream ports; a block with a memory bus adds its cocotbext-axi models (``AxiRam`` with
 their own pause generators) to ``self.axi`` in its own testbench.
+
+Speed: a long run's Python time is mostly cocotb's scheduler resuming coroutines, so the
+sources and sinks sleep until ``ready`` or ``valid`` rises instead of waking every cycle, and
+a :class:`Ticker` runs a testbench's per-cycle chores (bus pause generators, monitors) in one
+coroutine (the core's bundled-trace run: 12.4 -> 5.9 resumes a cycle, 122 -> 94 s a preset).
 """
 from __future__ import annotations
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
 from .counters import read_cocotb
@@ -17,7 +22,8 @@ from .payload import pack, unpack
 from .pauses import crossing, no_pause
 from .runner import tb_config
 
-__all__ = ["pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "CLOCK_NS"]
+__all__ = ["pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "Ticker",
+           "cycles_later", "cycle_now", "CLOCK_NS"]
 
 CLOCK_NS = 10
 
@@ -26,6 +32,58 @@ def named(values):
     """Values for ``cocotb.parametrize`` that name each generated test by the value itself
     (cocotb names strings longer than 10 characters by their index)."""
     return [cocotb.Param(value=v, name=str(v)) for v in values]
+
+
+def cycle_now() -> int:
+    """The number of the last rising edge (the clock rises at every multiple of CLOCK_NS)."""
+    return int(get_sim_time(unit="ns")) // CLOCK_NS
+
+
+async def cycles_later(clk, n: int):
+    """Return just after a rising edge about ``n`` cycles on (n, or n + 1 when called in the
+    second half of a cycle): one timer and one edge, where ``ClockCycles`` resumes its caller
+    at every edge. For waits whose exact length does not matter (a host polling a register)."""
+    if n > 1:
+        await Timer(n * CLOCK_NS - CLOCK_NS // 2, unit="ns")
+    await RisingEdge(clk)
+
+
+class Ticker:
+    """A testbench's per-cycle chores in one coroutine, where each would otherwise resume its
+    own every cycle (the scheduler's cost, not the work, is most of a long run's time): the
+    pause generators of cocotbext-axi channels (each channel's ``pause`` set just after every
+    rising edge from its generator, as the channel's own ``set_pause_generator`` would) and
+    monitors called in the read-only phase of every cycle (``watch``)."""
+
+    def __init__(self, clk):
+        self.clk = clk
+        self._pauses, self._watches, self._task = [], [], None
+
+    def pause(self, channel, generator):
+        """Drive ``channel.pause`` from ``generator`` (replacing its own generator)."""
+        channel.set_pause_generator(None)
+        self._pauses.append((channel, generator))
+        self._start()
+
+    def watch(self, fn):
+        """Call ``fn()`` in the read-only phase of every cycle from the next one on."""
+        self._watches.append(fn)
+        self._start()
+
+    def _start(self):
+        if self._task is None:
+            self._task = cocotb.start_soon(self._run())
+
+    async def _run(self):
+        edge, settled = RisingEdge(self.clk), ReadOnly()
+        while True:
+            await edge
+            for channel, gen in self._pauses:
+                channel.pause = next(gen)
+            if self._watches:
+                await settled
+                for fn in self._watches:
+                    fn()
 
 
 class _StreamPort:
@@ -40,7 +98,7 @@ class _StreamPort:
         self.stamps = []            # per transfer: the absolute cycle (kept across calls)
 
     def _stamp(self):
-        self.stamps.append(int(get_sim_time(unit="ns")) // CLOCK_NS)
+        self.stamps.append(cycle_now())
 
 
 class StreamSource(_StreamPort):
@@ -52,26 +110,24 @@ class StreamSource(_StreamPort):
         self.valid.value = 0
 
     async def send(self, beats):
-        """Send every beat; ``self.cycles`` records the cycle (from the call) of each transfer."""
+        """Send every beat; ``self.cycles`` records the cycle (from the call) of each transfer.
+        A beat waiting for ``ready`` sleeps until it rises, not a wake-up every cycle."""
         self.cycles = []
-        cycle = 0
+        start = cycle_now()
         for b in beats:
             while next(self.pauses):
                 self.valid.value = 0
                 await RisingEdge(self.clk)
-                cycle += 1
             self.valid.value = 1
             self.payload.value = pack(self.layout, b)
             while True:
                 await ReadOnly()
-                fire = int(self.ready.value) == 1
-                if fire:
-                    self.cycles.append(cycle)
+                if int(self.ready.value) == 1:
+                    self.cycles.append(cycle_now() - start)
                     self._stamp()
-                await RisingEdge(self.clk)
-                cycle += 1
-                if fire:
+                    await RisingEdge(self.clk)
                     break
+                await RisingEdge(self.ready)
         self.valid.value = 0
 
 
@@ -86,30 +142,39 @@ class StreamSink(_StreamPort):
     async def take(self, n: int, timeout: int = 1_000_000, *, until_last: str | None = None):
         """Take ``n`` beats. With ``until_last``, the name of a payload field: fail at once on
         a beat with that field set before beat n, or on beat n without it (a missing or extra
-        beat fails here, not at a timeout). Fails after ``timeout`` cycles without progress."""
-        got, cycle, idle = [], 0, 0
+        beat fails here, not at a timeout). Fails after ``timeout`` cycles without progress.
+        With ``ready`` high and nothing offered, it sleeps until ``valid`` rises (``ready``
+        stays high), not a wake-up every cycle."""
+        got, start = [], cycle_now()
+        last = start                    # the cycle of the last beat (or of the call)
         self.cycles = []
         while len(got) < n:
             r = not next(self.pauses)
             self.ready.value = int(r)
             await ReadOnly()
-            if r and int(self.valid.value) == 1:
-                beat = unpack(self.layout, int(self.payload.value))
-                got.append(beat)
-                self.cycles.append(cycle)
-                self._stamp()
-                idle = 0
-                if until_last is not None and bool(beat[until_last]) != (len(got) == n):
-                    raise AssertionError(
-                        f"{self.name}: beat {len(got) - 1} has {until_last}="
-                        f"{beat[until_last]}, expected {until_last} only on beat {n - 1}: "
-                        f"{beat}")
-            await RisingEdge(self.clk)
-            cycle += 1
-            idle += 1
-            if idle > timeout:
+            now = cycle_now()
+            if int(self.valid.value) == 1:
+                if r:
+                    beat = unpack(self.layout, int(self.payload.value))
+                    got.append(beat)
+                    self.cycles.append(now - start)
+                    self._stamp()
+                    last = now
+                    if until_last is not None and bool(beat[until_last]) != (len(got) == n):
+                        raise AssertionError(
+                            f"{self.name}: beat {len(got) - 1} has {until_last}="
+                            f"{beat[until_last]}, expected {until_last} only on beat {n - 1}: "
+                            f"{beat}")
+            elif r and now - last < timeout:
+                rise = RisingEdge(self.valid)
+                if await First(rise, Timer((timeout - (now - last)) * CLOCK_NS,
+                                           unit="ns")) is rise:
+                    continue            # just after the edge that raised valid
+                now = cycle_now()
+            if now - last >= timeout:
                 raise AssertionError(f"{self.name}: no beat for {timeout} cycles, "
                                      f"{len(got)} of {n} taken")
+            await RisingEdge(self.clk)
         self.ready.value = 0
         return got
 
