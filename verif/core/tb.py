@@ -17,7 +17,7 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 
 from verif.core.e2e import Observed, compare_run, plan_stream, synthetic_stream
 from verif.kvmu.tb import FaultRam
-from verif.lib.cocotb_tb import CLOCK_NS, Ticker, cycle_now, cycles_later
+from verif.lib.cocotb_tb import CLOCK_NS, Ticker, cycle_now, until_cycle
 from verif.lib.pauses import pause
 from verif.lib.runner import tb_config
 from vrex import regmap
@@ -133,7 +133,7 @@ class CoreTB:
         base = await self.read(OFF["DESC_DONE"])
         for desc in plan.descriptors:
             while ((await self.read(OFF["STATUS"]) >> 8) & 0xFF) >= depth:
-                await cycles_later(self.dut.clk, 20)
+                await until_cycle(self.dut.clk, cycle_now() + 20)
             for w in regmap.encode_descriptor(**desc):
                 await self.write(OFF["DESC_DATA"], w)
         start = self.cycle
@@ -149,7 +149,7 @@ class CoreTB:
                 raise AssertionError(
                     f"the core did not finish ({done} of {len(plan.descriptors)} done; "
                     f"ERROR_CODE {err:#x}, STATUS {st:#x}): " + self.snapshot())
-            await cycles_later(self.dut.clk, 200)
+            await until_cycle(self.dut.clk, cycle_now() + 200)
         for k in range(len(plan.descriptors)):
             self.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(self.ram.read(a, n)), k))
         return await self.read(OFF["ERROR_CODE"])

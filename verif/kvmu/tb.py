@@ -15,15 +15,14 @@ from collections import deque
 
 import cocotb
 import numpy as np
-from cocotb.triggers import Event, ReadOnly, RisingEdge, Timer
-from cocotb.utils import get_sim_time
+from cocotb.triggers import Event, ReadOnly, RisingEdge
 from cocotbext.axi import AxiBus, AxiRam, AxiResp
 
 from rtl import KvMemoryManager
 from verif.kvmu.model import check_memory, check_scored, cmd_beats, data_beats, expect, \
     random_rows, registers, synthetic_ops, trace_ops
 from verif.kvmu.sim import COUNTERS
-from verif.lib.cocotb_tb import CLOCK_NS, BlockTB, Ticker, cycle_now, named
+from verif.lib.cocotb_tb import BlockTB, Ticker, cycle_now, named, until_cycle
 from verif.lib.pauses import CROSSINGS, pause
 from verif.lib.scoreboard import compare, compare_counters
 
@@ -53,11 +52,7 @@ class LatencyAr:
             self.ev.clear()
             await self.ev.wait()
         due, ar = self.q.popleft()
-        if due - cycle_now() > 1:           # to the middle of the cycle before the due edge
-            await Timer(due * CLOCK_NS - CLOCK_NS // 2 - int(get_sim_time(unit="ns")),
-                        unit="ns")
-        while cycle_now() < due:
-            await RisingEdge(self.clk)
+        await until_cycle(self.clk, due)
         return ar
 
     def clear(self):

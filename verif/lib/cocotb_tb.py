@@ -24,7 +24,7 @@ from .pauses import crossing, no_pause
 from .runner import tb_config
 
 __all__ = ["pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "Ticker",
-           "cycles_later", "cycle_now", "CLOCK_NS"]
+           "until_cycle", "cycle_now", "CLOCK_NS"]
 
 CLOCK_NS = 10
 
@@ -40,18 +40,20 @@ def cycle_now() -> int:
     return int(get_sim_time(unit="ns")) // CLOCK_NS
 
 
-async def cycles_later(clk, n: int):
-    """Return just after a rising edge about ``n`` cycles on (n, or n + 1 when called in the
-    second half of a cycle): one timer and one edge, where ``ClockCycles`` resumes its caller
-    at every edge. For waits whose exact length does not matter (a host polling a register)."""
-    if n > 1:
-        await Timer(n * CLOCK_NS - CLOCK_NS // 2, unit="ns")
-    await RisingEdge(clk)
+async def until_cycle(clk, c: int):
+    """Return just after rising edge number ``c`` (at once if it has passed): a timer to the
+    middle of the cycle before it, then one edge, where ``ClockCycles`` resumes its caller
+    at every edge."""
+    now = int(get_sim_time(unit="ns"))
+    if c * CLOCK_NS - now > CLOCK_NS:
+        await Timer(c * CLOCK_NS - CLOCK_NS // 2 - now, unit="ns")
+    while cycle_now() < c:
+        await RisingEdge(clk)
 
 
 class Ticker:
     """A testbench's per-cycle chores in one coroutine, where each would otherwise resume its
-    own every cycle (the scheduler's cost, not the work, is most of a long run's time): the
+    own every cycle: the
     pause generators of cocotbext-axi channels (each channel's ``pause`` set just after every
     rising edge from its generator, as the channel's own ``set_pause_generator`` would) and
     monitors called in the read-only phase of every cycle (``watch``)."""
