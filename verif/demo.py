@@ -5,9 +5,10 @@
 3. each block's RTL under Verilator against the golden model, beat for beat, on synthetic
    streams and the bundled real trace under both presets, with its cycle figures
    (build/bench/);
-4. synthesis of every block without place and route (build/synth/): the core as its own
-   logic with its blocks as black boxes (ECP5, 7-series and iCE40 only), then the core with
-   its blocks and the DRE's share of it (``make synth`` adds nextpnr's Fmax).
+4. synthesis of every block without place and route (build/synth/), the blocks side by side
+   on the machine's cores (:func:`synth.run.synth_many`): the core as its own logic with its
+   blocks as black boxes (ECP5, 7-series and iCE40 only), then the core with its blocks and
+   the DRE's share of it (``make synth`` adds nextpnr's Fmax).
 
 Tool output goes to build/logs/; a failing step prints where its log is.
 """
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     from golden.pool import default_jobs
     from golden.trace import load_trace
     from rtl import BLOCKS
-    from synth.run import core_total, synth_registered, write_reports
+    from synth.run import core_total, synth_many, write_reports
     from verif.bench import bench_block, benched_blocks, summary
     from vrex.emit import lint, write_verilog
 
@@ -104,16 +105,19 @@ def main(argv=None) -> int:
     lines = []
     with _step("[4/4] synthesis (Yosys generic, ECP5, 7-series, iCE40; no place and route)",
                "synth.log", status):
-        report = {}
-        for name in BLOCKS:
-            # the core's own logic with its blocks as black boxes (FPGA flows only)
-            r = report[name] = synth_registered(name, cfg, Path("build/synth") / name,
-                                                pnr=False)
+        def done(name, r):
             cells = "no generic count" if r["cells"] is None else f"{r['cells']} generic cells"
             lines.append(f"{name}: {cells} + {r['memory_bits']} memory "
                          f"bits; ECP5 {r['ecp5']['lut4']} LUT4, {r['ecp5']['ff']} FF, "
                          f"{r['ecp5']['bram']} BRAM, {r['ecp5']['dsp']} DSP; iCE40 "
                          f"{r['ice40']['lc']} LC")
+            print(lines[-1], flush=True)
+            print(name, end=" ", file=sys.__stdout__, flush=True)     # progress on the screen
+
+        # the core's own logic with its blocks as black boxes (FPGA flows only); the blocks
+        # side by side, one a core, the longest first
+        report = synth_many(list(BLOCKS), cfg, "build/synth", pnr=False,
+                            jobs=default_jobs(), done=done)
         write_reports(report, "build/synth", cfg)
         if total := core_total(report):
             e, sh = total["ecp5"], total["dre_share"]

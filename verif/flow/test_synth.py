@@ -2,6 +2,8 @@
 and route)."""
 import json
 
+import pytest
+
 from rtl import HashClusterUnit
 from synth.run import BANNER, synth_block, write_reports
 from vrex.config import Config
@@ -57,3 +59,45 @@ def test_core_total_adds_the_blocks_to_the_core_logic():
     t = core_total(report)
     assert t["cells"] is None and t["dre_share"]["cells"] is None
     assert abs(t["dre_share"]["lut4"] - 10 / 15) < 1e-12
+
+
+def test_synth_many_runs_blocks_side_by_side_longest_first(monkeypatch, tmp_path):
+    """Blocks go to forked workers longest first (:data:`synth.run.LONGEST_FIRST`, a block not
+    listed first of all); every result comes back under its own name, in the caller's order,
+    and ``done`` hears of each block once; a block's error reaches the caller."""
+    import os
+    import time
+
+    import synth.run as run
+
+    log = tmp_path / "started"
+
+    def fake(name, cfg, out_dir, *, pnr, bram_outreg):
+        with open(log, "a") as f:                       # one line a block, as it starts
+            f.write(f"{name} {os.getpid()}\n")
+        if name == "broken":
+            raise RuntimeError("yosys failed in broken")
+        time.sleep({"core": 0.6, "attn": 0.5}.get(name, 0.05))
+        return {"name": name, "pid": os.getpid(), "out": str(out_dir), "pnr": pnr}
+
+    monkeypatch.setattr(run, "synth_registered", fake)
+    assert run.synth_order(["hcu", "new", "core", "wtu", "attn"]) == [
+        "new", "core", "attn", "wtu", "hcu"]
+    names = ["hcu", "attn_array", "core", "wtu", "attn"]
+    heard = []
+    got = run.synth_many(names, None, tmp_path, pnr=False, jobs=2,
+                         done=lambda n, r: heard.append((n, r["name"])))
+    assert list(got) == names and all(got[n]["name"] == n for n in names)
+    assert all(got[n]["out"] == str(tmp_path / n) and got[n]["pnr"] is False for n in names)
+    assert sorted(heard) == sorted((n, n) for n in names)
+    started = [ln.split() for ln in log.read_text().splitlines()]
+    assert {n for n, _ in started[:2]} == {"core", "attn"}          # the two longest at once
+    pids = {p for _, p in started}
+    assert len(pids) == 2 and str(os.getpid()) not in pids          # two workers, not here
+    # one worker: this process, in the same order
+    log.unlink()
+    got = run.synth_many(names, None, tmp_path, pnr=True, jobs=1)
+    assert [ln.split()[0] for ln in log.read_text().splitlines()] == run.synth_order(names)
+    assert {got[n]["pid"] for n in names} == {os.getpid()} and got["hcu"]["pnr"] is True
+    with pytest.raises(RuntimeError, match="yosys failed in broken"):
+        run.synth_many(["hcu", "broken"], None, tmp_path, jobs=2)
