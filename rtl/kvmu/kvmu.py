@@ -13,7 +13,7 @@ from amaranth.utils import bits_for, ceil_log2, exact_log2
 
 from vrex.rules import kvmu_rules
 
-from ..lib import bump, counter_layout
+from ..lib import bump, counter_layout, mul_const
 from .axi import axi4_master_members, burst_beats
 
 __all__ = ["KvMemoryManager"]
@@ -425,15 +425,16 @@ class KvMemoryManager(wiring.Component):
         x.c_err, x.c_code = Signal(), Signal(4)
         x.c_resp, x.c_addr = Signal(2), Signal(self._addr_bits)
         cmd = c.cmd
-        m.d.comb += [c.ctx.eq(cmd.layer * self._groups + cmd.group),
+        m.d.comb += [c.ctx.eq(mul_const(cmd.layer, self._groups) + cmd.group),
                      x.ct_rd.addr.eq(Mux(c.cand_mode, self._index(c.ctx, c.ci),
                                          self._index(c.ctx, cmd.owner))),
                      x.bt_rd.addr.eq(c.bid), x.nw_rd.addr.eq(c.alloc_slot),
                      x.cm_rd.addr.eq(c.cm_addr)]
         c.max_burst = self.max_burst
-        # addresses are made in two cycles: an offset from the registers (a multiply and an
-        # add), then ADD_BASE adds the tier's base register and goes on to c.ret
-        c.block_off = lambda slot, j: (slot * self._hpg + j) << x.bb_lg
+        # addresses are made in two cycles: an offset from the registers (a product by a
+        # constant, as shifted additions, and an add), then ADD_BASE adds the tier's base
+        # register and goes on to c.ret
+        c.block_off = lambda slot, j: (mul_const(slot, self._hpg) + j) << x.bb_lg
         c.abase, c.dbase = Signal(2), Signal(2)         # 0 near, 1 far, 2 HC table
         c.ret = Signal(2)                               # 0 F_AR, 1 S_AW, 2 M_PICK, 3 C_AR
         self._cand_keys(m, x, c)
@@ -461,7 +462,7 @@ class KvMemoryManager(wiring.Component):
             m.d.sync += bump(self.perf.busy)
 
     def _ctab_index(self, cmd):
-        return self._index(cmd.layer * self._groups + cmd.group, cmd.owner)
+        return self._index(mul_const(cmd.layer, self._groups) + cmd.group, cmd.owner)
 
     def _index(self, ctx, cluster):
         """The cluster table's (and candidate map's) entry of ``cluster`` in context ``ctx``
@@ -711,7 +712,8 @@ class KvMemoryManager(wiring.Component):
         with m.State("S_W"):
             m.d.comb += [a("wvalid").eq(i.valid), a("wdata").eq(i.payload),
                          a("wlast").eq(c.wi == c.wbeats - 1), i.ready.eq(a("wready")),
-                         x.kb_wr.addr.eq(c.j * x.kbeats + c.hb), x.kb_wr.data.eq(i.payload),
+                         x.kb_wr.addr.eq(mul_const(c.j, x.kbeats) + c.hb),
+                         x.kb_wr.data.eq(i.payload),
                          x.kb_wr.en.eq(x.w_go & (c.hb < x.kbeats))]
             with m.If(x.w_go):
                 self._count_beat(m, 0, write=True)
@@ -739,7 +741,7 @@ class KvMemoryManager(wiring.Component):
                     m.next = "M_SETUP"
         with m.State("S_COMMIT"):
             # the token's slot and the cluster's count (or its poisoning), then the fill
-            ctx = cmd.layer * self._groups + cmd.group
+            ctx = mul_const(cmd.layer, self._groups) + cmd.group
             m.d.comb += [x.tk_wr.addr.eq(Cat(c.tfill[:x.bt_lg], c.target)),
                          x.tk_wr.data.eq(cmd.token), x.tk_wr.en.eq(1),
                          x.ct_wr.addr.eq(self._ctab_index(cmd)), x.ct_wr.en.eq(1),
@@ -769,7 +771,7 @@ class KvMemoryManager(wiring.Component):
         record (or, listing candidates, in cluster ``c.ci``'s)."""
         rec = self._hpg * 4 * self._head_dim
         idx = Mux(c.cand_mode, self._index(c.ctx, c.ci), self._ctab_index(c.cmd))
-        return idx * rec + head * (4 * self._head_dim)
+        return mul_const(idx, rec) + mul_const(head, 4 * self._head_dim)
 
     def _k_lanes(self, x, c):
         """The K values (sign-extended) of the sums beat ``c.hi`` of head ``c.j``."""
@@ -787,7 +789,7 @@ class KvMemoryManager(wiring.Component):
         a, p = self._axi, self.perf
         hbeats = 4 * self._head_dim // self._bus_bytes
         lanes = self._bus_bytes // 4
-        m.d.comb += x.kb_rd.addr.eq(c.j * x.kbeats + (c.hi >> 2))
+        m.d.comb += x.kb_rd.addr.eq(mul_const(c.j, x.kbeats) + (c.hi >> 2))
         with m.State("M_SETUP"):
             with m.If(c.hc):
                 off = self._hc_off(c, c.j)

@@ -1,6 +1,7 @@
 """Pieces the blocks share: reduction trees with optional pipeline registers, performance
-counters."""
+counters, products by constants without multipliers."""
+from .arith import mul_const
 from .perf import counter_layout, bump
 from .tree import reduce_tree, register
 
-__all__ = ["reduce_tree", "register", "counter_layout", "bump"]
+__all__ = ["reduce_tree", "register", "counter_layout", "bump", "mul_const"]
