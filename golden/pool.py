@@ -10,19 +10,12 @@ back. ``jobs=1`` runs in this process, unchanged.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
+
+from vrex.toolchain import default_jobs
 
 __all__ = ["map_forked", "default_jobs"]
 
 _FN = None
-
-
-def default_jobs() -> int:
-    """The cores this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:                                  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _init():

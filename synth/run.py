@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from vrex.emit import load_config, write_verilog
-from vrex.toolchain import tool_env
+from vrex.toolchain import default_jobs, tool_env
 
 from .wrap import PinWrapper
 
@@ -450,7 +450,6 @@ def main(argv=None) -> int:
                     help="blocks synthesised at once (default: the cores this process may use)")
     ap.add_argument("blocks", nargs="*", help="blocks to synthesise (default: every block)")
     args = ap.parse_args(argv)
-    from golden.pool import default_jobs
     from rtl import BLOCKS
     args.jobs = args.jobs or default_jobs()
     cfg = load_config(args.config)

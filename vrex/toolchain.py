@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["tool_env", "setup_environ", "VERILATOR_ROOT"]
+__all__ = ["tool_env", "setup_environ", "VERILATOR_ROOT", "default_jobs"]
 
 
 def _verilator_root() -> Path:
@@ -39,3 +39,11 @@ def tool_env(base=None) -> dict:
 def setup_environ():
     """Put the tool environment into this process (for runners that read os.environ)."""
     os.environ.update(tool_env())
+
+
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:                                  # not Linux
+        return max(1, os.cpu_count() or 1)

@@ -65,20 +65,24 @@ def test_synth_many_runs_blocks_side_by_side_longest_first(monkeypatch, tmp_path
     """Blocks go to forked workers longest first (:data:`synth.run.LONGEST_FIRST`, a block not
     listed first of all); every result comes back under its own name, in the caller's order,
     and ``done`` hears of each block once; a block's error reaches the caller."""
+    import multiprocessing as mp
     import os
-    import time
 
     import synth.run as run
 
     log = tmp_path / "started"
+    both = mp.get_context("fork").Barrier(2)    # the two longest meet: two workers at once
 
     def fake(name, cfg, out_dir, *, pnr, bram_outreg):
         with open(log, "a") as f:                       # one line a block, as it starts
             f.write(f"{name} {os.getpid()}\n")
         if name == "broken":
             raise RuntimeError("yosys failed in broken")
-        time.sleep({"core": 0.6, "attn": 0.5}.get(name, 0.05))
+        if name in ("core", "attn") and os.getpid() != parent:
+            both.wait(timeout=60)
         return {"name": name, "pid": os.getpid(), "out": str(out_dir), "pnr": pnr}
+
+    parent = os.getpid()
 
     monkeypatch.setattr(run, "synth_registered", fake)
     assert run.synth_order(["hcu", "new", "core", "wtu", "attn"]) == [
@@ -94,6 +98,7 @@ def test_synth_many_runs_blocks_side_by_side_longest_first(monkeypatch, tmp_path
     assert {n for n, _ in started[:2]} == {"core", "attn"}          # the two longest at once
     pids = {p for _, p in started}
     assert len(pids) == 2 and str(os.getpid()) not in pids          # two workers, not here
+    assert got["core"]["pid"] != got["attn"]["pid"]
     # one worker: this process, in the same order
     log.unlink()
     got = run.synth_many(names, None, tmp_path, pnr=True, jobs=1)
