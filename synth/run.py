@@ -26,6 +26,7 @@ from the block's folder with relative paths (they cannot see absolute paths unde
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import subprocess
@@ -190,21 +191,18 @@ def synth_many(names, cfg, out_root, *, pnr: bool = True, jobs: int = 1,
     order = synth_order(names)
     got = {}
     _MANY = (cfg, out_root, pnr, bram_outreg)
+    serial = jobs <= 1 or len(order) <= 1 or "fork" not in mp.get_all_start_methods()
+    if not serial:
+        sys.stdout.flush()              # or the workers would write this buffer again
+        sys.stderr.flush()
+    workers = (contextlib.nullcontext() if serial
+               else mp.get_context("fork").Pool(min(jobs, len(order))))
     try:
-        if jobs <= 1 or len(order) <= 1 or "fork" not in mp.get_all_start_methods():
-            results = map(_synth_one, order)
-            for name, r in results:
+        with workers as pool:
+            for name, r in (map if serial else pool.imap_unordered)(_synth_one, order):
                 got[name] = r
                 if done:
                     done(name, r)
-        else:
-            sys.stdout.flush()          # or the workers would write this buffer again
-            sys.stderr.flush()
-            with mp.get_context("fork").Pool(min(jobs, len(order))) as pool:
-                for name, r in pool.imap_unordered(_synth_one, order):
-                    got[name] = r
-                    if done:
-                        done(name, r)
     finally:
         _MANY = None
     return {n: got[n] for n in names}
