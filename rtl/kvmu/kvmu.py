@@ -295,7 +295,12 @@ class KvMemoryManager(wiring.Component):
                 m.d.sync += bump(p.delivered_tokens)
         pos = Signal(bits_for(x.block_beats))
         m.d.comb += pos.eq(d.off + x.r_i)
-        m.d.comb += [x.tk_rd.addr.eq(Cat(pos[x.bpt_lg:x.bpt_lg + x.bt_lg], d.bid)), x.tk_rd.en.eq(0)]
+        # the token index is read whenever the output register may load, not only when an R
+        # beat does: a register that does not load goes idle (or holds an end beat, whose
+        # token reads as 0), so the read enable needs none of the R channel's decisions
+        # (they were the clock's limit: docs/kvmu.md)
+        m.d.comb += [x.tk_rd.addr.eq(Cat(pos[x.bpt_lg:x.bpt_lg + x.bt_lg], d.bid)),
+                     x.tk_rd.en.eq(can_load)]
         x.r_err = Signal()                 # this cycle a fetch beat answered an error
         x.r_err_addr = Signal(self._addr_bits)
         m.d.comb += x.r_err_addr.eq(d.addr + (x.r_i << x.bus_lg))
@@ -311,7 +316,6 @@ class KvMemoryManager(wiring.Component):
                 with m.If(x.r_go):
                     bad = a("rresp") != 0
                     with m.If(~x.r_drop & ~bad):
-                        m.d.comb += x.tk_rd.en.eq(1)
                         m.d.sync += [out_valid.eq(1), out_end.eq(0), out_stale.eq(0),
                                      out_err.eq(0), out_data.eq(a("rdata")),
                                      out_first.eq(pos[:x.bpt_lg] == 0)]

@@ -138,9 +138,14 @@ class CoreTB:
                 await self.write(OFF["DESC_DATA"], w)
         start = self.cycle
         max_cycles = max_cycles or int(os.environ.get("VREX_MAX_CYCLES", 50_000_000))
+        logged = 0
         while True:
             done = await self.read(OFF["DESC_DONE"]) - base
             self.obs.done = done
+            if done > logged:   # progress: a long run's log says how far it is
+                self.dut._log.info(f"{done} of {len(plan.descriptors)} descriptors done, "
+                                   f"cycle {self.cycle - start}")
+                logged = done
             if done >= len(plan.descriptors):
                 break
             if self.cycle - start >= max_cycles:

@@ -81,7 +81,9 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = val
-    env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    # unbuffered: a long run's sim.log shows its progress lines as they come
+    env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+           **(extra_env or {})}
     if os.environ.get("WAVES"):
         env["WAVES"] = "1"
     xml = build / "results.xml"
