@@ -9,7 +9,8 @@ paper preset), in
 2. ``synth_ecp5``, ``synth_xilinx -family xc7`` and ``synth_ice40`` of the block inside
    :class:`synth.wrap.PinWrapper`;
 3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax (:data:`PNR_TARGET`,
-   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds).
+   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds), the wrapper's reset
+   on the global network first (:func:`synth.global_reset.promote`).
 
 The core is synthesised as its own logic (register file, data movers, AXI join, sequencer,
 centring) with the blocks it joins (:data:`CORE_PARTS`) as black boxes, and no place and
@@ -263,6 +264,8 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["ecp5"]["bram_outreg_ff"] = moved
     by_seed = {}
     if pnr:
+        from .global_reset import promote
+        res["ecp5"]["global_reset_loads"] = promote(out / f"{name}_ecp5.json")
         target = PNR_TARGET.get(name, 100)
         res["ecp5"]["pnr_target_mhz"] = target
         res["seconds"]["nextpnr_ecp5"] = 0.0
@@ -393,7 +396,10 @@ def write_reports(report: dict, out_dir, cfg):
               "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F "
               "at a target of 100 MHz and seed 1; the HCU and the WTU are placed and routed "
               "with seeds 1, 2 and 3 at a target of 125 MHz, their Fmax the lowest of the "
-              "three (each seed's in parentheses). "
+              "three (each seed's in parentheses). Before nextpnr the wrapper's reset is "
+              "put on the global network through a DCCA buffer (synth/global_reset.py; "
+              "nextpnr-ecp5 promotes only clocks, and a reset of thousands of loads routed "
+              "in the fabric kept its router from converging), as vendor flows do. "
               + (f"In the ECP5 netlists of {', '.join(sorted(moved))}, the block RAMs' "
                  "output registers are moved into the DP16KDs (`REGMODE = OUTREG`) before "
                  "nextpnr, as vendor flows do (synth/bram_outreg.py; the ECP5 FF count is "
