@@ -9,8 +9,9 @@ paper preset), in
 2. ``synth_ecp5``, ``synth_xilinx -family xc7`` and ``synth_ice40`` of the block inside
    :class:`synth.wrap.PinWrapper`;
 3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax (:data:`PNR_TARGET`,
-   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds), the wrapper's reset
-   on the global network first (:func:`synth.global_reset.promote`).
+   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds; the blocks of
+   :data:`GLOBAL_RESET` with the wrapper's reset on the global network,
+   :func:`synth.global_reset.promote`).
 
 The core is synthesised as its own logic (register file, data movers, AXI join, sequencer,
 centring) with the blocks it joins (:data:`CORE_PARTS`) as black boxes, and no place and
@@ -59,6 +60,11 @@ PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 # them); ``--bram-outreg`` does it for every block. None by default: on the HCU it helped
 # two seeds of three and left the third's routing unconverged (docs/hcu.md, session 18)
 BRAM_OUTREG: set[str] = set()
+# blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
+# KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
+# fabric; not the HCU, whose three seeds went from 119.2 / 122.5 / 118.0 to 113.0 / 127.9 /
+# 115.3 MHz with it (placement noise, its limits unchanged: docs/hcu.md, session 21)
+GLOBAL_RESET: set[str] = {"kvmu"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")
@@ -161,7 +167,8 @@ def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True,
     return synth_block(name, BLOCKS[name].from_config(cfg), out_dir, pnr=pnr,
                        black_boxes=tuple(CORE_PARTS) if name == "core" else (),
                        generic=name not in NO_GENERIC,
-                       bram_outreg=name in BRAM_OUTREG if bram_outreg is None else bram_outreg)
+                       bram_outreg=name in BRAM_OUTREG if bram_outreg is None else bram_outreg,
+                       global_reset=name in GLOBAL_RESET)
 
 
 def synth_order(names) -> list[str]:
@@ -210,13 +217,16 @@ def synth_many(names, cfg, out_root, *, pnr: bool = True, jobs: int = 1,
 
 
 def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
-                black_boxes=(), generic: bool = True, bram_outreg: bool = False) -> dict:
+                black_boxes=(), generic: bool = True, bram_outreg: bool = False,
+                global_reset: bool = False) -> dict:
     """One block's figures; ``black_boxes``: its submodules (by name) left out, kept as
     black-box cells (no place and route then); ``generic=False`` skips the generic-gates pass
     (``cells`` is None then); ``seeds``: nextpnr's placement seeds (default
     :data:`PNR_SEEDS`, else seed 1); ``bram_outreg``: block RAM output registers moved into
     the DP16KDs of the ECP5 netlist (:func:`synth.bram_outreg.absorb`; the ECP5 FF count is
-    then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones moved)."""
+    then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones moved); ``global_reset``: the
+    wrapper's reset on the global network before nextpnr (:func:`synth.global_reset.promote`,
+    ``ecp5.global_reset_loads`` the cell inputs it drives)."""
     seeds = tuple(seeds or PNR_SEEDS.get(name, (1,)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -263,9 +273,10 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["ecp5"]["ff"] -= moved
         res["ecp5"]["bram_outreg_ff"] = moved
     by_seed = {}
-    if pnr:
+    if pnr and global_reset:
         from .global_reset import promote
         res["ecp5"]["global_reset_loads"] = promote(out / f"{name}_ecp5.json")
+    if pnr:
         target = PNR_TARGET.get(name, 100)
         res["ecp5"]["pnr_target_mhz"] = target
         res["seconds"]["nextpnr_ecp5"] = 0.0
@@ -373,6 +384,7 @@ def write_reports(report: dict, out_dir, cfg):
                      f"{x.get('ff', '-')} | {x.get('bram36', '-')} | {x.get('dsp', '-')} | "
                      f"{i['lc']} | {i['ff']} | {i['bram']} | {i['dsp']} |")
     moved = [n for n, r in report.items() if r["ecp5"].get("bram_outreg_ff")]
+    glb = [n for n, r in report.items() if r["ecp5"].get("global_reset_loads")]
     if "core total" in rows:
         t, sh = rows["core total"], rows["core total"]["dre_share"]
         lines += ["", "`core` is the core's own logic (register file, read DMA, output and "
@@ -396,10 +408,12 @@ def write_reports(report: dict, out_dir, cfg):
               "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F "
               "at a target of 100 MHz and seed 1; the HCU and the WTU are placed and routed "
               "with seeds 1, 2 and 3 at a target of 125 MHz, their Fmax the lowest of the "
-              "three (each seed's in parentheses). Before nextpnr the wrapper's reset is "
-              "put on the global network through a DCCA buffer (synth/global_reset.py; "
-              "nextpnr-ecp5 promotes only clocks, and a reset of thousands of loads routed "
-              "in the fabric kept its router from converging), as vendor flows do. "
+              "three (each seed's in parentheses). "
+              + (f"In the ECP5 netlists of {', '.join(sorted(glb))}, the wrapper's reset is "
+                 "put on the global network through a DCCA buffer before nextpnr "
+                 "(synth/global_reset.py; nextpnr-ecp5 promotes only clocks, and a reset of "
+                 "thousands of loads routed in the fabric kept its router from converging), "
+                 "as vendor flows do. " if glb else "")
               + (f"In the ECP5 netlists of {', '.join(sorted(moved))}, the block RAMs' "
                  "output registers are moved into the DP16KDs (`REGMODE = OUTREG`) before "
                  "nextpnr, as vendor flows do (synth/bram_outreg.py; the ECP5 FF count is "
