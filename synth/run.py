@@ -57,14 +57,14 @@ PNR_TARGET = {"hcu": 125, "wtu": 125}
 PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 # blocks whose block RAMs' output registers move into the RAMs before nextpnr
 # (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
-# them); ``--bram-outreg`` does it for every block. None by default: on the HCU it helped
-# two seeds of three and left the third's routing unconverged (docs/hcu.md, session 18)
-BRAM_OUTREG: set[str] = set()
+# them); ``--bram-outreg`` does it for every block. The HCU: its RAMs' 1 024 output bits
+# (docs/hcu.md, sessions 18 and 21)
+BRAM_OUTREG: set[str] = {"hcu"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
-# fabric; not the HCU, whose three seeds went from 119.2 / 122.5 / 118.0 to 113.0 / 127.9 /
-# 115.3 MHz with it (placement noise, its limits unchanged: docs/hcu.md, session 21)
-GLOBAL_RESET: set[str] = {"kvmu"}
+# fabric, and the HCU, whose seed 1 did not converge with its RAMs' output registers moved
+# (session 18) and routes with the reset on the global (docs/hcu.md, session 21)
+GLOBAL_RESET: set[str] = {"kvmu", "hcu"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")

@@ -446,6 +446,18 @@ class HashClusterUnit(wiring.Component):
         m.d.sync += [s2a_valid.eq(x.s2_valid), s2b_valid.eq(s2a_valid)]
         s2a = [Signal(x.lane_t, name=f"s2a_lane_{j}") for j in range(N)]
         groups = [s2a[g * group:(g + 1) * group] for g in range(N // group)]
+        # the groups' winners' compares are looked up, not made: every pair of lanes in two
+        # different groups is compared in s2 (registered in s2a), and in s2a the pair of
+        # the two groups' winners picks its result (no compare after the selection)
+        n_groups = N // group
+        cross = {}
+        for g in range(n_groups):
+            for h in range(g + 1, n_groups):
+                for a in range(g * group, (g + 1) * group):
+                    for b in range(h * group, (h + 1) * group):
+                        cross[a, b] = Signal(name=f"s2a_x_{a}_{b}")
+                        with m.If(x.s2_valid):
+                            m.d.sync += cross[a, b].eq(self._wins(s2[a], s2[b]))
         gts = []
         for g in range(N // group):
             gt = self._compare(m, s2[g * group:(g + 1) * group], f"s2_gt_{g}")
@@ -458,8 +470,16 @@ class HashClusterUnit(wiring.Component):
                              for a, b in zip(groups[g], s2[g * group:])]
             gts.append(gt_r)
         s2b = [Signal(x.lane_t, name=f"s2b_node_{g}") for g in range(N // group)]
-        wins = [self._select(m, groups[g], gts[g], f"s2a_pick_{g}") for g in range(N // group)]
-        gt2 = self._compare(m, wins, "s2a_gt")
+        lane_wins = [[] for _ in range(n_groups)]
+        wins = [self._select(m, groups[g], gts[g], f"s2a_pick_{g}", lane_wins[g])
+                for g in range(n_groups)]
+        gt2 = {}
+        for g in range(n_groups):
+            for h in range(g + 1, n_groups):
+                gt2[g, h] = Cat(*[lane_wins[g][a - g * group] & lane_wins[h][b - h * group]
+                                  & cross[a, b]
+                                  for a in range(g * group, (g + 1) * group)
+                                  for b in range(h * group, (h + 1) * group)]).any()
         gt2_r = {k: Signal(name=f"s2b_gt_{k[0]}_{k[1]}") for k in gt2}
         with m.If(s2a_valid):
             m.d.sync += [*(a.eq(b) for a, b in zip(s2b, wins)),
