@@ -144,7 +144,7 @@ class CoreTB:
             self.obs.done = done
             if done > logged:   # progress: a long run's log says how far it is
                 self.dut._log.info(f"{done} of {len(plan.descriptors)} descriptors done, "
-                                   f"cycle {self.cycle - start}")
+                                   f"cycle {self.cycle}")
                 logged = done
             if done >= len(plan.descriptors):
                 break
