@@ -273,10 +273,10 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["ecp5"]["ff"] -= moved
         res["ecp5"]["bram_outreg_ff"] = moved
     by_seed = {}
-    if pnr and global_reset:
-        from .global_reset import promote
-        res["ecp5"]["global_reset_loads"] = promote(out / f"{name}_ecp5.json")
     if pnr:
+        if global_reset:
+            from .global_reset import promote
+            res["ecp5"]["global_reset_loads"] = promote(out / f"{name}_ecp5.json")
         target = PNR_TARGET.get(name, 100)
         res["ecp5"]["pnr_target_mhz"] = target
         res["seconds"]["nextpnr_ecp5"] = 0.0
