@@ -55,7 +55,7 @@ class HashClusterUnit(wiring.Component):
     processed. The scan reads one row per cycle (``lanes`` comparisons) from an address
     register set a cycle ahead; p0 and p1 register the row as it leaves the block RAMs (their
     clock-to-out leaves no time for logic); p2 holds each lane's XOR-popcount half summed and
-    its eligibility; s2 each lane's rank ``{eligible, ~distance, recency}``; two all-pairs
+    its eligibility; s2 each lane's rank ``{eligible, distance, recency}``; two all-pairs
     tournaments, each split between its compares (s2a, s2b) and its selection, give the row's
     winner (s3); ``best`` takes s3 if it wins, with the join decision registered beside it;
     the decision reads ``best``. Counts sit in a memory of their own, so the tournaments
@@ -322,9 +322,11 @@ class HashClusterUnit(wiring.Component):
         x.s1_valid = Signal()
         x.s1_beat = Signal(rlog if rlog else 1)
         # a lane's rank orders candidates in one unsigned compare: eligible first, then the
-        # smaller distance (stored inverted), then the more recent slot (the tie rule of D4)
+        # smaller distance (inverted in the compare), then the more recent slot (the tie rule
+        # of D4); the distance is stored as the popcount's adder gives it, so that the adder's
+        # carry chain ends in the s2 register (the eligibility is the register's reset)
         x.dist_bits = ceil_log2(self._n_hp + 2)
-        x.rank_t = data.StructLayout({"key": x.wlog + 1, "ndist": x.dist_bits, "elig": 1})
+        x.rank_t = data.StructLayout({"key": x.wlog + 1, "dist": x.dist_bits, "elig": 1})
         # (joins: the lane's distance is under th_hd, set from s2a on)
         x.lane_t = data.StructLayout({"rank": x.rank_t, "count": self._count_bits, "joins": 1})
         x.s2_valid = Signal()
@@ -425,12 +427,13 @@ class HashClusterUnit(wiring.Component):
                              elig.eq((slot < x.n_cur) & (young_all | (e.step >= oldest))),
                              p2_key.eq(Cat(slot, newer)), p2_count.eq(e.count)]
             dist = reduce_tree(m, p2_parts, lambda a, b: a + b, f"p2_pop_{j}")
-            with m.If(x.p2_valid):
-                m.d.sync += [x.s2[j].rank.elig.eq(elig),
-                             # (an ineligible lane's slot may never have been written: its
-                             # distance is forced to 0 so that no compare sees its contents)
-                             x.s2[j].rank.ndist.eq(Mux(elig, ~dist, 0)),
-                             x.s2[j].rank.key.eq(p2_key), x.s2[j].count.eq(p2_count)]
+            # (every cycle, without an enable: s2 is read only with s2_valid, and a register
+            # without an enable takes the eligibility as its synchronous reset, so that the
+            # adder's carry chain ends in the register; an ineligible lane's slot may never
+            # have been written: its distance is forced to 0 so that no compare sees its
+            # contents)
+            m.d.sync += [x.s2[j].rank.elig.eq(elig), x.s2[j].rank.dist.eq(Mux(elig, dist, 0)),
+                         x.s2[j].rank.key.eq(p2_key), x.s2[j].count.eq(p2_count)]
 
     def _reduce(self, m, x):
         """s2 -> s2a -> s2b -> s3 -> best: the row's winner, then the token's."""
@@ -466,7 +469,7 @@ class HashClusterUnit(wiring.Component):
                 m.d.sync += [*(gt_r[k].eq(v) for k, v in gt.items()),
                              *(a.eq(b) for a, b in zip(groups[g], s2[g * group:])),]
                 # whether the lane's cluster is close enough to join, beside the compares
-                m.d.sync += [a.joins.eq(b.rank.elig & (~b.rank.ndist < x.th_hd))
+                m.d.sync += [a.joins.eq(b.rank.elig & (b.rank.dist < x.th_hd))
                              for a, b in zip(groups[g], s2[g * group:])]
             gts.append(gt_r)
         s2b = [Signal(x.lane_t, name=f"s2b_node_{g}") for g in range(N // group)]
@@ -526,8 +529,8 @@ class HashClusterUnit(wiring.Component):
         by being newer than ``b``; that is ``{eligible, ~distance, newer}`` of ``a`` above
         ``b``'s, one 8-bit compare (one carry chain, nothing after it) where the whole rank
         takes 18."""
-        return (Cat(a.rank.key[-1], a.rank.ndist, a.rank.elig) >
-                Cat(b.rank.key[-1], b.rank.ndist, b.rank.elig))
+        return (Cat(a.rank.key[-1], ~a.rank.dist, a.rank.elig) >
+                Cat(b.rank.key[-1], ~b.rank.dist, b.rank.elig))
 
     @classmethod
     def _compare(cls, m, cands, name):
@@ -570,7 +573,7 @@ class HashClusterUnit(wiring.Component):
         cmax = (1 << self._count_bits) - 1
         best_elig, best_key = fin.rank.elig, fin.rank.key
         best_dist = Signal(x.dist_bits)
-        m.d.comb += best_dist.eq(~fin.rank.ndist)
+        m.d.comb += best_dist.eq(fin.rank.dist)
         join = x.join               # (registered with best, in _reduce)
         # a joined cluster's id: its slot in this lap of the window, or in the previous lap
         # for a slot not reopened since (slot >= r)
@@ -630,7 +633,6 @@ class HashClusterUnit(wiring.Component):
         cmd = x.c_cmd
         bad = self._beyond(m, cmd.layer)
         lay = cmd.layer[:x.layer_log] if x.layer_log else Const(0, 1)
-        hdr_o = data.View(self.header_layout, self.o_ctx.payload[:self.header_layout.size])
         hdr_i = data.View(self.header_layout, self.i_ctxd.payload[:self.header_layout.size])
         n = Signal(self._id_bits)
         m.d.comb += n.eq(x.n_open[cmd.layer])
@@ -639,11 +641,31 @@ class HashClusterUnit(wiring.Component):
         row = Signal(max(1, x.rlog))
         m.d.comb += row.eq(ci[x.lane_log:] if x.rlog else 0)
         addr = Cat(row[:x.rlog], lay) if x.rlog else lay
+        # the FSM's moves read flags set a cycle ahead, not compares of the counters: no
+        # entry to move (rem == 0), one left (rem == 1), ci the last lane of its row
+        rem_none, rem_one, ci_row_end = Signal(), Signal(), Signal()
+        w_one = Const(int(W == 1), 1)
+        # o_ctx's payload is chosen by a register (the header's cycle), not by the FSM's
+        # state: the header, else the entry ci's lane of p1 (applied after the FSM, _control)
+        x_hdr = Signal()
+        hdr_word = Signal(self.header_layout)
+        m.d.comb += [hdr_word.n_open.eq(Mux(bad, 0, n)),
+                     hdr_word.last_step.eq(Mux(bad, 0, x.last_step[cmd.layer]))]
+        lane = ci[:x.lane_log] if x.lane_log else Const(0, 1)
+        x.ctx_payload = Mux(x_hdr, hdr_word.as_value(),
+                            x.p1_row.as_value().word_select(lane, self.entry_layout.size))
+
+        def step():
+            m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1), rem_one.eq(rem == 2),
+                         ci_row_end.eq((ci[:x.lane_log] == N - 2) if x.lane_log else 1)]
         with m.State("X_DECODE"):
             m.d.comb += [x.refuse.eq(bad), x.refuse_code.eq(3)]
-            m.d.sync += [rem.eq(Mux(bad, 0, Mux(n >= W, W, n))), ci.eq(0)]
+            m.d.sync += [rem.eq(Mux(bad, 0, Mux(n >= W, W, n))), ci.eq(0),
+                         rem_none.eq(bad | (n == 0)),
+                         rem_one.eq(~bad & Mux(n >= W, w_one, n == 1)), ci_row_end.eq(N == 1)]
             with m.Switch(cmd.op):
                 with m.Case(self.SAVE):
+                    m.d.sync += x_hdr.eq(1)
                     m.next = "X_HEADER"
                 with m.Case(self.LOAD):
                     m.next = "X_LOAD_HEADER"
@@ -652,13 +674,12 @@ class HashClusterUnit(wiring.Component):
                         m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(0), x.ctx_step.eq(0)]
                     self._to_idle(m, x)
         with m.State("X_HEADER"):
-            m.d.comb += [self.o_ctx.valid.eq(1),
-                         hdr_o.n_open.eq(Mux(bad, 0, n)),
-                         hdr_o.last_step.eq(Mux(bad, 0, x.last_step[cmd.layer]))]
+            m.d.comb += self.o_ctx.valid.eq(1)
             m.d.sync += x.raddr.eq(addr)            # row 0, read in X_READ
             with m.If(self.o_ctx.ready):
+                m.d.sync += x_hdr.eq(0)
                 m.next = "X_READ"
-                with m.If(rem == 0):
+                with m.If(rem_none):
                     self._to_idle(m, x)
         with m.State("X_READ"):
             # the row of entry ci (raddr): its data on the port the next cycle, in p1 the
@@ -669,22 +690,19 @@ class HashClusterUnit(wiring.Component):
         with m.State("X_WAIT_P0"):
             m.next = "X_SAVE"
         with m.State("X_SAVE"):
-            lane = ci[:x.lane_log] if x.lane_log else Const(0, 1)
-            m.d.comb += [self.o_ctx.valid.eq(1),
-                         self.o_ctx.payload.eq(x.p1_row.as_value().word_select(
-                             lane, self.entry_layout.size))]
+            m.d.comb += self.o_ctx.valid.eq(1)
             with m.If(self.o_ctx.ready):
-                m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
-                with m.If(rem == 1):
+                step()
+                with m.If(rem_one):
                     self._to_idle(m, x)
-                with m.Elif((ci[:x.lane_log] == N - 1) if x.lane_log else Const(1)):
+                with m.Elif(ci_row_end):
                     m.next = "X_READ"
                     m.d.sync += x.raddr.eq(self._row_addr(x, row + 1, lay))
         with m.State("X_LOAD_HEADER"):
             m.d.comb += self.i_ctxd.ready.eq(1)
             with m.If(self.i_ctxd.valid):
                 hn = hdr_i.n_open
-                m.d.sync += rem.eq(Mux(hn >= W, W, hn))
+                m.d.sync += [rem.eq(Mux(hn >= W, W, hn)), rem_one.eq(Mux(hn >= W, w_one, hn == 1))]
                 with m.If(~bad):
                     m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(hn),
                                  x.ctx_step.eq(hdr_i.last_step)]
@@ -700,8 +718,8 @@ class HashClusterUnit(wiring.Component):
                     lane_en = Const(1, N) << (ci[:x.lane_log] if x.lane_log else 0)
                     m.d.sync += [x.wq_addr.eq(addr), x.wq_entry.eq(entry),
                                  x.wq_en.eq(lane_en), x.wq_ken.eq(lane_en), x.wq_any.eq(1)]
-                m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1)]
-                with m.If(rem == 1):
+                step()
+                with m.If(rem_one):
                     self._to_idle(m, x)
 
     @staticmethod
@@ -804,6 +822,7 @@ class HashClusterUnit(wiring.Component):
                         m.next = "SCAN"
                     with m.Else():
                         self._to_idle(m, x)
+        m.d.comb += self.o_ctx.payload.eq(x.ctx_payload)
         m.d.comb += x.ctx_busy.eq(fsm.ongoing("X_DECODE") | fsm.ongoing("X_HEADER") |
                                   fsm.ongoing("X_READ") | fsm.ongoing("X_WAIT") |
                                   fsm.ongoing("X_WAIT_P0") | fsm.ongoing("X_SAVE") |
