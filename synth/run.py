@@ -62,9 +62,11 @@ PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 BRAM_OUTREG: set[str] = {"hcu"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
-# fabric, and the HCU, whose seed 1 did not converge with its RAMs' output registers moved
-# (session 18) and routes with the reset on the global (docs/hcu.md, session 21)
-GLOBAL_RESET: set[str] = {"kvmu", "hcu"}
+# fabric, the HCU, whose seed 1 did not converge with its RAMs' output registers moved
+# (session 18) and routes with the reset on the global (docs/hcu.md, session 21), and the
+# attention engine, which never finished routing with its 15 076-load reset in the fabric and
+# routes with it on the global in about 12 minutes (docs/attn.md, session 22)
+GLOBAL_RESET: set[str] = {"kvmu", "hcu", "attn"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")
