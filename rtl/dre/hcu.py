@@ -655,14 +655,18 @@ class HashClusterUnit(wiring.Component):
         x.ctx_payload = Mux(x_hdr, hdr_word.as_value(),
                             x.p1_row.as_value().word_select(lane, self.entry_layout.size))
 
+        def start(count, refused=Const(0, 1)):
+            # the image's length: min(count, W) entries, none if refused
+            m.d.sync += [rem.eq(Mux(refused, 0, Mux(count >= W, W, count))),
+                         rem_one.eq(~refused & Mux(count >= W, w_one, count == 1))]
+
         def step():
             m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1), rem_one.eq(rem == 2),
                          ci_row_end.eq((ci[:x.lane_log] == N - 2) if x.lane_log else 1)]
         with m.State("X_DECODE"):
             m.d.comb += [x.refuse.eq(bad), x.refuse_code.eq(3)]
-            m.d.sync += [rem.eq(Mux(bad, 0, Mux(n >= W, W, n))), ci.eq(0),
-                         rem_none.eq(bad | (n == 0)),
-                         rem_one.eq(~bad & Mux(n >= W, w_one, n == 1)), ci_row_end.eq(N == 1)]
+            start(n, bad)
+            m.d.sync += [ci.eq(0), rem_none.eq(bad | (n == 0)), ci_row_end.eq(N == 1)]
             with m.Switch(cmd.op):
                 with m.Case(self.SAVE):
                     m.d.sync += x_hdr.eq(1)
@@ -702,7 +706,7 @@ class HashClusterUnit(wiring.Component):
             m.d.comb += self.i_ctxd.ready.eq(1)
             with m.If(self.i_ctxd.valid):
                 hn = hdr_i.n_open
-                m.d.sync += [rem.eq(Mux(hn >= W, W, hn)), rem_one.eq(Mux(hn >= W, w_one, hn == 1))]
+                start(hn)
                 with m.If(~bad):
                     m.d.sync += [x.ctx_apply.eq(1), x.ctx_n.eq(hn),
                                  x.ctx_step.eq(hdr_i.last_step)]
