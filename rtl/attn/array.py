@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from vrex.rules import array_rules
@@ -22,20 +23,28 @@ class SystolicArray(wiring.Component):
     rows and columns past the matrix edge), ``first`` on k = 0 and ``last`` on k = K - 1. The
     input skew registers ``a[r]`` r + 1 times and ``b[c]`` c + 1 times; ``a`` then moves right
     one cell a cycle with its ``first``/``last``/``valid`` flags and ``b`` moves down, so cell
-    (r, c) sees beat k at cycle k + r + c + 1. On ``last`` a cell moves its sum into its result
-    register; the drain offers the tile's rows in order on ``o``, row r as soon as its N
+    (r, c) sees beat k at cycle k + r + c + 1, registers the product, and adds it to its sum
+    a cycle later (the product register took the array from 67.8 to 93.0 MHz on ECP5). On
+    ``last`` a cell moves its sum into its result register; the drain offers the tile's rows in order on ``o``, row r as soon as its N
     results are in, while the cells already accumulate the next tile. Why output-stationary:
     each product is used once, the tile's K-long reduction stays in the cell (no partial sums
     cross the array), so K is free (any length at full rate) and only the N x N results leave
     it, N beats per tile, hidden behind the next tile's K beats whenever K >= N.
 
-    Back-pressure: a cell whose result register still holds an undrained result cannot take
-    the next tile's ``last``; the whole array (skew, cells) then holds for that cycle, so
-    nothing is lost and ``i`` is not ready. A cycle without an input beat sends a bubble.
+    Back-pressure without a hold: the cells never stall. Rows leave through a row queue of
+    ``2n + 2`` rows (:attr:`queue_rows`), or straight past it when it is empty and ``o`` is
+    ready. A tile's ``last`` beat is taken only while the rows owed (those of every tile whose
+    ``last`` is in and that have not left on ``o``) leave room for its n rows in the queue; a
+    registered flag says so, so ``i.ready`` is ``~last`` or that flag, and a slow consumer
+    delays the next tile's ``last`` instead of freezing the array (the previous design held
+    every skew and cell register on one combinational signal: 2 410 clock-enable loads and the
+    engine's critical path). With ``o`` always ready the queue stays empty and nothing waits
+    (2n + 2 rows cover two tiles in flight, the product register's cycle and the
+    registered flag's).
     Contract: a tile has at least n beats (the sequencer pads a shorter reduction with zero
-    beats, which costs nothing: the drain takes n cycles a tile anyway). Then the previous
-    tile's ``last`` has left every row before the next one can meet an undrained result, so a
-    hold never waits on a result behind it and the drain always makes progress.
+    beats, which costs nothing: the drain takes n cycles a tile anyway). Then a row's results
+    are complete one row a cycle at most, and tile t's row r is on its way out (the cycle after
+    its last result) before tile t + 1 reaches the row's first result register.
 
     Timing: one beat a cycle; :attr:`latency` cycles from a tile's last beat to its last row on
     ``o`` with ``o`` ready (:meth:`tile_cycles`).
@@ -50,8 +59,8 @@ class SystolicArray(wiring.Component):
         ``i`` (in stream: ``a[n]`` signed ``a_bits``, ``b[n]`` int8, ``first``, ``last``); ``o`` (out stream:
         ``c[n]`` signed ``acc_bits``, ``row`` in the tile, ``last`` on row n - 1); ``perf``:
         ``busy`` (cycles with work in the array), ``beats`` (input beats taken: n² MACs
-        each), ``starved`` (cycles inside a tile without an input beat), ``held`` (cycles held
-        by back-pressure), ``tiles``, ``rows``.
+        each), ``starved`` (cycles inside a tile without an input beat offered), ``held``
+        (cycles a tile's ``last`` beat waits for room in the row queue), ``tiles``, ``rows``.
     """
 
     PERF = ("busy", "beats", "starved", "held", "tiles", "rows")
@@ -82,8 +91,16 @@ class SystolicArray(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from the transfer of a tile's last beat to the offer of its last row, ``o``
-        ready: the skew and the array (2n - 1), the result register (1)."""
-        return 2 * self._n
+        ready: the skew and the array (2n - 1), the product register (1), the result
+        register (1)."""
+        return 2 * self._n + 1
+
+    @property
+    def queue_rows(self) -> int:
+        """Rows the output queue holds: two tiles in flight, one for the product register and
+        one for the registered room flag, so that with ``o`` always ready a tile's ``last``
+        never waits."""
+        return 2 * self._n + 2
 
     def tile_beats(self, k: int) -> int:
         """Beats a tile of reduction length k takes: k, padded to n."""
@@ -98,12 +115,12 @@ class SystolicArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         x = SimpleNamespace()            # the signals the sections below share
-        x.run = Signal()                 # the whole array advances (no result is held up)
         x.take = Signal()
-        m.d.comb += [self.i.ready.eq(x.run), x.take.eq(self.i.valid & x.run)]
+        x.room = Signal(init=1)          # the queue has room for one more tile's rows
+        m.d.comb += [self.i.ready.eq(~self.i.payload.last | x.room),
+                     x.take.eq(self.i.valid & self.i.ready)]
         x.flags_t = data.StructLayout({"valid": 1, "first": 1, "last": 1})
         self._skew(m, x)
-        self._drain_state(m, x)
         self._cells(m, x)
         self._drain(m, x)
         self._counters(m, x)
@@ -111,7 +128,7 @@ class SystolicArray(wiring.Component):
 
     def _skew(self, m, x):
         """a[r] through r + 1 registers with the beat's flags, b[c] through c + 1."""
-        n, run = self._n, x.run
+        n = self._n
         x.a_in, x.b_in = [], []
         for r in range(n):
             v, f = self.i.payload.a[r], Signal(x.flags_t, name=f"skew_a_flags_in_{r}")
@@ -120,101 +137,92 @@ class SystolicArray(wiring.Component):
             for d in range(r + 1):
                 rv = Signal(signed(self._a_bits), name=f"skew_a_{r}_{d}")
                 rf = Signal(x.flags_t, name=f"skew_af_{r}_{d}")
-                with m.If(run):
-                    m.d.sync += [rv.eq(v), rf.eq(f)]
+                m.d.sync += [rv.eq(v), rf.eq(f)]
                 v, f = rv, rf
             x.a_in.append((v, f))
         for c in range(n):
             v = self.i.payload.b[c]
             for d in range(c + 1):
                 rv = Signal(signed(8), name=f"skew_b_{c}_{d}")
-                with m.If(run):
-                    m.d.sync += rv.eq(v)
+                m.d.sync += rv.eq(v)
                 v = rv
             x.b_in.append(v)
 
-    def _drain_state(self, m, x):
-        n = self._n
-        x.row = Signal(range(n))                # the drain's next row
-        x.drained = Signal()
-        x.freeing = [Signal(name=f"drain_free_{r}") for r in range(n)]
-        m.d.comb += [x.freeing[r].eq(x.drained & (x.row == r)) for r in range(n)]
-        x.res = [[Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_res") for c in range(n)]
-                 for r in range(n)]
-        x.full = [[Signal(name=f"pe_{r}_{c}_full") for c in range(n)] for r in range(n)]
-        x.capture = [[Signal(name=f"pe_{r}_{c}_capture") for c in range(n)] for r in range(n)]
-
     def _cells(self, m, x):
-        """The n x n cells: a right, b down, product, sum, result register; the hold."""
-        n, run = self._n, x.run
-        conflicts = []
+        """The n x n cells: a right, b down, product, sum, result register; and each row's
+        completion, a cycle after its last cell's result (one row a cycle at most)."""
+        n = self._n
+        x.res = [[None] * n for _ in range(n)]
+        x.done = [Signal(name=f"row_{r}_done") for r in range(n)]
         b_row = x.b_in
         for r in range(n):
             a_v, a_f = x.a_in[r]
             b_next = []
             for c in range(n):
                 b_v = b_row[c]
-                conflicts.append(self._cell(m, x, r, c, a_v, a_f, b_v))
-                # the cell's registers pass a (with its flags) right and b down
+                # the cell's registers pass a (with its flags) right and b down; the flags a
+                # cycle on are also the cell's own, for its registered product
+                na_f = Signal(x.flags_t, name=f"pe_{r}_{c}_af")
+                m.d.sync += na_f.eq(a_f)
+                x.res[r][c] = self._cell(m, r, c, a_v, na_f, b_v)
                 if c + 1 < n:
                     na_v = Signal(signed(self._a_bits), name=f"pe_{r}_{c}_a")
-                    na_f = Signal(x.flags_t, name=f"pe_{r}_{c}_af")
-                    with m.If(run):
-                        m.d.sync += [na_v.eq(a_v), na_f.eq(a_f)]
-                    a_v, a_f = na_v, na_f
+                    m.d.sync += na_v.eq(a_v)
+                    a_v = na_v
+                else:
+                    m.d.sync += x.done[r].eq(na_f.valid & na_f.last)
+                a_f = na_f
                 if r + 1 < n:
                     nb = Signal(signed(8), name=f"pe_{r}_{c}_b")
-                    with m.If(run):
-                        m.d.sync += nb.eq(b_v)
+                    m.d.sync += nb.eq(b_v)
                     b_next.append(nb)
             b_row = b_next
-        # A conflict is a captured result meeting an undrained one; only the row being
-        # drained can be freed this cycle, so the rows' conflicts are ORed from registers
-        # alone, and the drain's handshake (the consumer's ready: late in the cycle) enters
-        # the hold through one gate: run = ~(other rows' | drain row's unless it drains now).
-        per_row = [reduce_tree(m, conflicts[r * n:(r + 1) * n], lambda p, q: p | q,
-                               f"conflict_row_{r}") for r in range(n)]
-        others = reduce_tree(m, [per_row[r] & (x.row != r) for r in range(n)],
-                             lambda p, q: p | q, "conflict_others")
-        here = Signal()
-        m.d.comb += [here.eq(Array(per_row)[x.row]),
-                     run.eq(~(others | (here & ~x.drained)))]
 
-    def _cell(self, m, x, r, c, a_v, a_f, b_v):
-        """Cell (r, c); returns its conflict: a result to keep while the last is undrained."""
-        run = x.run
+    def _cell(self, m, r, c, a_v, p_f, b_v):
+        """Cell (r, c): the product registered, then the sum under the beat's flags a cycle
+        on (``p_f``); returns its result register (the sum at the tile's last beat)."""
+        prod = Signal(signed(self._a_bits + 8), name=f"pe_{r}_{c}_prod")
+        m.d.sync += prod.eq(a_v * b_v)
         acc = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_acc")
-        # (a registered product, for the clock, made nextpnr's router fail to converge on the
-        # 8 x 8 array in 30 minutes, against 2 minutes without it: not kept)
+        res = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_res")
         total = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_sum")
-        m.d.comb += total.eq(Mux(a_f.first, 0, acc) + a_v * b_v)
-        capture = x.capture[r][c]
-        m.d.comb += capture.eq(a_f.valid & a_f.last)
-        with m.If(run & a_f.valid):
+        m.d.comb += total.eq(Mux(p_f.first, 0, acc) + prod)
+        with m.If(p_f.valid):
             m.d.sync += acc.eq(total)
-        with m.If(run & capture):
-            m.d.sync += x.res[r][c].eq(total)
-        # (a result register drained this very cycle takes the next result: _cells)
-        return capture & x.full[r][c]
+        with m.If(p_f.valid & p_f.last):
+            m.d.sync += res.eq(total)
+        return res
 
     def _drain(self, m, x):
-        """Row ``row`` goes out once its n results are in."""
-        n, row = self._n, x.row
-        row_full = Signal()
-        m.d.comb += row_full.eq(Array(Cat(*x.full[r]).all() for r in range(n))[row])
+        """A completed row goes out at once when the queue is empty and ``o`` is ready, else
+        into the queue; ``o`` offers the queue's head first. The room flag counts the rows
+        owed: n more with each ``last`` taken, one less with each row out."""
+        n = self._n
+        q = self.queue_rows
+        m.submodules.queue = queue = SyncFIFO(width=self.out_layout.size, depth=q)
+        row = data.View(self.out_layout, Signal(self.out_layout.size, name="drain_row"))
+        any_done = Signal()
+        m.d.comb += any_done.eq(Cat(*x.done).any())
         for c in range(n):
-            m.d.comb += self.o.payload.c[c].eq(Array(x.res[r][c] for r in range(n))[row])
-        m.d.comb += [self.o.valid.eq(row_full), self.o.payload.row.eq(row),
-                     self.o.payload.last.eq(row == n - 1)]
+            m.d.comb += row.c[c].eq(reduce_tree(
+                m, [Mux(x.done[r], x.res[r][c], 0) for r in range(n)],
+                lambda p_, q_: p_ | q_, f"drain_c{c}"))
+        m.d.comb += [row.row.eq(reduce_tree(
+                         m, [Mux(x.done[r], r, 0) for r in range(n)],
+                         lambda p_, q_: p_ | q_, "drain_r")),
+                     row.last.eq(x.done[n - 1])]
+        head = data.View(self.out_layout, queue.r_data)
+        m.d.comb += [self.o.valid.eq(queue.r_rdy | any_done),
+                     self.o.payload.eq(Mux(queue.r_rdy, head.as_value(), row.as_value())),
+                     queue.r_en.eq(self.o.ready),
+                     queue.w_data.eq(row.as_value()),
+                     queue.w_en.eq(any_done & (queue.r_rdy | ~self.o.ready))]
+        x.drained = Signal()
         m.d.comb += x.drained.eq(self.o.valid & self.o.ready)
-        with m.If(x.drained):
-            m.d.sync += row.eq(Mux(row == n - 1, 0, row + 1))
-        for r in range(n):
-            for c in range(n):
-                with m.If(x.run & x.capture[r][c]):
-                    m.d.sync += x.full[r][c].eq(1)
-                with m.Elif(x.freeing[r]):
-                    m.d.sync += x.full[r][c].eq(0)
+        owed = Signal(range(q + n + 1))
+        owed_next = Signal(range(q + n + 1))
+        m.d.comb += owed_next.eq(owed + Mux(x.take & self.i.payload.last, n, 0) - x.drained)
+        m.d.sync += [owed.eq(owed_next), x.room.eq(owed_next <= q - n)]
 
     def _counters(self, m, x):
         """busy: from a tile's first beat until its last row has left."""
@@ -222,19 +230,19 @@ class SystolicArray(wiring.Component):
         in_tile = Signal()
         pending = Signal(range(2 * n + 2))      # tiles whose last beat is in, not drained
         tile_out = Signal()
-        m.d.comb += tile_out.eq(x.drained & (x.row == n - 1))
+        m.d.comb += tile_out.eq(x.drained & self.o.payload.last)
         with m.If(take):
             m.d.sync += in_tile.eq(~self.i.payload.last)
         m.d.sync += pending.eq(pending + (take & self.i.payload.last) - tile_out)
         with m.If(in_tile | (pending != 0) | take):
             m.d.sync += perf.busy.eq(perf.busy + 1)
-            with m.If(in_tile & ~self.i.valid & x.run):
+            with m.If(in_tile & ~self.i.valid):
                 m.d.sync += perf.starved.eq(perf.starved + 1)
         with m.If(take):
             m.d.sync += perf.beats.eq(perf.beats + 1)
-        with m.If(~x.run):
+        with m.If(self.i.valid & ~self.i.ready):
             m.d.sync += perf.held.eq(perf.held + 1)
         with m.If(x.drained):
             m.d.sync += perf.rows.eq(perf.rows + 1)
-            with m.If(x.row == n - 1):
+            with m.If(self.o.payload.last):
                 m.d.sync += perf.tiles.eq(perf.tiles + 1)
