@@ -66,7 +66,7 @@ BRAM_OUTREG: set[str] = {"hcu"}
 # (session 18) and routes with the reset on the global (docs/hcu.md, session 21), and the
 # attention engine, which never finished routing with its 15 076-load reset in the fabric and
 # routes with it on the global in about 12 minutes (docs/attn.md, session 22), and its array
-# (routed in 96 s at 92.95 MHz with it, session 23)
+# (routed in 95 s at 94.22 MHz with it, session 23)
 GLOBAL_RESET: set[str] = {"kvmu", "hcu", "attn", "attn_array"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}

@@ -88,6 +88,7 @@ def test_blocked_output_waits_at_a_tiles_last_beat(name, k):
 
     def snk_paused():
         state["cycle"] += 1
+        assert state["cycle"] < 4 * (blocked + len(beats)), "rows lost: the array stalled"
         return state["cycle"] <= blocked
 
     def taken(ctx, j):
