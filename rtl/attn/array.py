@@ -25,8 +25,9 @@ class SystolicArray(wiring.Component):
     one cell a cycle with its ``first``/``last``/``valid`` flags and ``b`` moves down, so cell
     (r, c) sees beat k at cycle k + r + c + 1, registers the product, and adds it to its sum
     a cycle later (the product register took the array from 67.8 to 94.2 MHz on ECP5). On
-    ``last`` a cell moves its sum into its result register; the drain offers the tile's rows in order on ``o``, row r as soon as its N
-    results are in, while the cells already accumulate the next tile. Why output-stationary:
+    ``last`` a cell moves its sum into its result register; the drain offers the tile's rows
+    in order on ``o``, row r as soon as its N results are in, while the cells already
+    accumulate the next tile. Why output-stationary:
     each product is used once, the tile's K-long reduction stays in the cell (no partial sums
     cross the array), so K is free (any length at full rate) and only the N x N results leave
     it, N beats per tile, hidden behind the next tile's K beats whenever K >= N.
@@ -247,7 +248,8 @@ class SystolicArray(wiring.Component):
         """busy: from a tile's first beat until its last row has left."""
         n, perf, take = self._n, self.perf, x.take
         in_tile = Signal()
-        pending = Signal(range(2 * n + 2))      # tiles whose last beat is in, not drained
+        # tiles whose last beat is in, not drained: at most the rows owed over n, plus one
+        pending = Signal(range(self.queue_rows + 2))
         tile_out = Signal()
         m.d.comb += tile_out.eq(x.drained & self.o.payload.last)
         with m.If(take):
