@@ -7,7 +7,7 @@ through the general fabric as one net of thousands of loads spanning the block, 
 is what kept nextpnr's router from converging on the KVMU (seeds 1 and 3: hundreds of wires
 still overused after 22-25 minutes), on the HCU with its RAMs' output registers moved
 (seed 1) and on the attention engine (never routed in 35-73 minutes; with the reset on a
-global it routes in about 12, docs/attn.md). Vendor flows (Diamond) put such a
+global it routes in 12-20 minutes, docs/attn.md). Vendor flows (Diamond) put such a
 high-fanout reset on a primary or secondary clock net by themselves, as a designer would;
 :func:`promote` does it for the report's flow, between Yosys and nextpnr: it inserts a
 ``DCCA`` clock buffer (``CE`` tied high, so always passing) between the top module's reset

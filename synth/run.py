@@ -66,10 +66,10 @@ BRAM_OUTREG: set[str] = {"hcu"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
 # fabric, the HCU, whose seed 1 did not converge with its RAMs' output registers moved
-# (session 18) and routes with the reset on the global (docs/hcu.md, session 21), and the
+# (session 18) and routes with the reset on the global (docs/hcu.md, session 21); the
 # attention engine, which never finished routing with its 15 076-load reset in the fabric and
-# routes with it on the global in about 12 minutes (docs/attn.md, session 22), and its array
-# (routed in 95 s at 94.22 MHz with it, session 23)
+# routes with it on the global (12 minutes of routing in session 22, 19 in session 23); its
+# array (routed in 95 s at 94.22 MHz with it, session 23)
 GLOBAL_RESET: set[str] = {"kvmu", "hcu", "attn", "attn_array"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
@@ -286,6 +286,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         target = PNR_TARGET.get(name, 100)
         res["ecp5"]["pnr_target_mhz"] = target
         res["seconds"]["nextpnr_ecp5"] = 0.0
+        budget = PNR_TIMEOUTS.get(name, PNR_TIMEOUT)
         for seed in seeds:
             # every seed's log and report; the first seed's keep the plain names
             tag = "" if seed == seeds[0] else f"_seed{seed}"
@@ -295,10 +296,9 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                      "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
                      f"pnr_report{tag}.json", "--freq", str(target), "--seed", str(seed),
                      "--timing-allow-fail"], out, f"nextpnr_ecp5{tag}.log",
-                    timeout=PNR_TIMEOUTS.get(name, PNR_TIMEOUT))
+                    timeout=budget)
             except subprocess.TimeoutExpired:
-                res["ecp5"].update(fmax_mhz=None, pnr="did not finish in "
-                                   f"{PNR_TIMEOUTS.get(name, PNR_TIMEOUT)} s")
+                res["ecp5"].update(fmax_mhz=None, pnr=f"did not finish in {budget} s")
                 pnr = False
                 break
             rep = json.loads((out / f"pnr_report{tag}.json").read_text())

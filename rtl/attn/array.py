@@ -4,8 +4,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.memory import Memory
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vrex.rules import array_rules
@@ -206,23 +205,23 @@ class SystolicArray(wiring.Component):
         results alone pass the queue's multiplexer. The room flag counts the rows owed: n more
         with each ``last`` taken, one less with each row out."""
         n, q, acc_bits = self._n, self.queue_rows, self._acc_bits
-        words = Memory(shape=n * acc_bits, depth=q, init=[])
-        m.submodules.queue = words
+        row_t = data.ArrayLayout(signed(acc_bits), n)
+        m.submodules.queue = words = memory.Memory(shape=row_t, depth=q, init=[])
         wr, rd = words.write_port(), words.read_port(domain="comb")
         produce, consume = Signal(range(q)), Signal(range(q))
         count, count_next = Signal(range(q + 1)), Signal(range(q + 1))
         has = Signal()                          # count != 0, registered
         any_done = Signal()                     # a row completes this cycle, registered
         m.d.sync += any_done.eq(x.completing)
-        row = Signal(n * acc_bits)
+        row = Signal(row_t)
         for c in range(n):
-            m.d.comb += row[c * acc_bits:(c + 1) * acc_bits].eq(reduce_tree(
+            m.d.comb += row[c].eq(reduce_tree(
                 m, [Mux(x.done[r], x.res[r][c], 0) for r in range(n)],
                 lambda p_, q_: p_ | q_, f"drain_c{c}"))
         out_row = Signal(range(n))
         put, get = Signal(), Signal()
         m.d.comb += [self.o.valid.eq(has | any_done),
-                     Cat(*self.o.payload.c).eq(Mux(has, rd.data, row)),
+                     self.o.payload.c.eq(Mux(has, rd.data.as_value(), row.as_value())),
                      self.o.payload.row.eq(out_row),
                      self.o.payload.last.eq(out_row == n - 1),
                      get.eq(has & self.o.ready),
