@@ -13,7 +13,8 @@ import numpy as np
 from .numerics import ExpUnit, hash_bits, int_matmul, project
 
 __all__ = ["gemm", "gemm_tiles", "gemm_rows", "hash_words", "ExpUnit", "exp_registers",
-           "score_rows", "attend_mask", "attend", "attend_rows"]
+           "score_rows", "attend_mask", "attend", "attend_rows", "chunk_lengths",
+           "attend_parts", "attend_parts_rows", "attend_chunked"]
 
 
 def gemm(a, b) -> np.ndarray:
@@ -116,3 +117,83 @@ def attend_rows(out, n: int) -> list[dict]:
     (outer) and n-dimension column tile, the tile's rows, each ``o[n]`` (zero past d), the
     row and the first dimension; ``last`` on the final beat."""
     return _tile_rows(out, n, "o")
+
+
+def chunk_lengths(l: int, chunk: int) -> list[int]:
+    """``l`` tokens in chunks of ``chunk`` (the last shorter)."""
+    return [min(chunk, l - t) for t in range(0, l, chunk)]
+
+
+def attend_parts(m: int, causal: int, lengths, n: int) -> list[dict]:
+    """The commands of a chunked light attention (docs/attn.md, Longer sets): the set's
+    tokens in chunks of ``lengths`` (in order, each at most the engine's ``b_rows``); per row
+    tile of n rows (outer), the row maximum's pass over every chunk, then the sums' pass over
+    every chunk, the final one dividing. Each command: ``part`` (1 maximum, 2 sums),
+    ``first``/``final`` (its pass's first and last chunk), ``m`` rows from row ``row0`` (the
+    row's step position ``pos0``), ``l`` tokens from token ``t0``, ``span = L - t0`` (the
+    tokens from the chunk's start to the set's end) and ``causal``. The rows and their
+    results are :func:`attend`'s over the whole set: the passes change where the sums are
+    made, not what they are."""
+    lengths = [int(x) for x in lengths]
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"chunks must be non-empty, not {lengths}")
+    L = sum(lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int)
+    out = []
+    for r0 in range(0, m, n):
+        rows = min(n, m - r0)
+        for part in (1, 2):
+            for c, (t0, lc) in enumerate(zip(starts, lengths)):
+                out.append({"part": part, "first": int(c == 0),
+                            "final": int(c == len(lengths) - 1), "m": rows, "row0": r0,
+                            "pos0": r0 % causal if causal else 0, "l": lc, "t0": int(t0),
+                            "span": L - int(t0), "causal": causal})
+    return out
+
+
+def attend_parts_rows(out, n: int) -> list[dict]:
+    """The engine's ``o_attn`` beats of a chunked light attention's output ``[m, d]``: per
+    row tile, the beats :func:`attend_rows` gives that tile (rows numbered from the set's
+    first), ``last`` on each tile's final beat (its final command's)."""
+    out = np.asarray(out, np.int64)
+    beats = []
+    for r0 in range(0, len(out), n):
+        for b in _tile_rows(out[r0:r0 + n], n, "o"):
+            beats.append({**b, "row": b["row"] + r0})
+    return beats
+
+
+def attend_chunked(q, k, v, causal: int, unit: ExpUnit, out_frac_bits: int, score_bits: int,
+                   lengths, n: int) -> np.ndarray:
+    """Light attention computed as the engine's chunked commands compute it
+    (:func:`attend_parts`): each command sees only its chunk's tokens and its own rows, with
+    the mask from its ``span`` and ``pos0`` (row i attends to the chunk's first ``span -
+    causal + (pos0 + i) mod causal + 1`` tokens, all ``l`` when ``causal`` is 0); the
+    maximum's pass keeps a running row maximum, the sums' pass adds the weights and P·V
+    across chunks, the final chunk divides. Equal to :func:`attend` (the tests check it)."""
+    from .numerics import check_width, int_matmul, round_div
+    q, k, v = (np.asarray(x, np.int64) for x in (q, k, v))
+    out = np.zeros((len(q), q.shape[1]), np.int64)
+    low = -(np.int64(1) << (score_bits - 1))
+    for c in attend_parts(len(q), causal, lengths, n):
+        rows = slice(c["row0"], c["row0"] + c["m"])
+        kc, vc = k[c["t0"]:c["t0"] + c["l"]], v[c["t0"]:c["t0"] + c["l"]]
+        s = int_matmul(q[rows], kc.T)
+        check_width(s, score_bits, True, "attention score")
+        if causal:
+            pos = (c["pos0"] + np.arange(c["m"])) % causal
+            lim = c["span"] - causal + pos + 1
+        else:
+            lim = np.full(c["m"], c["l"])
+        mask = np.arange(c["l"])[None, :] < lim[:, None]
+        if c["part"] == 1:
+            cm = np.where(mask, s, low).max(axis=1)
+            mx = cm if c["first"] else np.maximum(mx, cm)
+            continue
+        p = np.where(mask, unit(np.where(mask, s - mx[:, None], 0)), 0)
+        den = p.sum(axis=1) + (0 if c["first"] else den)
+        num = int_matmul(p, vc) + (0 if c["first"] else num)
+        if c["final"]:
+            out[rows] = round_div(num << out_frac_bits, den[:, None])
+    check_width(out, 8 + out_frac_bits, True, "attention output")
+    return out

@@ -136,8 +136,10 @@ ERRORS = {
     "KV_CLUSTER_LOST": (11, "an update of a cluster's sums failed: the cluster is no longer a "
                             "candidate (its KV stays stored)"),
     "CORE_LIMIT": (12, "a step over a buffer of the build: more candidates than attn_b_rows or "
-                       "wtu_row_entries, an attended set over attn_b_rows, or a step over "
-                       "core_max_tokens (that head's output is not written)"),
+                       "wtu_row_entries, an attended set that cannot be chunked (the sinks "
+                       "and the step's tokens over attn_b_rows, a selected cluster over "
+                       "attn_b_rows, 65536 tokens or more), or a step over core_max_tokens "
+                       "(that head's output is not written)"),
     "KV_STALE": (13, "a fetch was dropped as stale (a newer version of its layer came)"),
     "KV_REFUSED": (14, "the KVMU refused a command or its registers (memory windows, "
                        "capacities, MAX_BURST out of range)"),

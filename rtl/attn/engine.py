@@ -14,7 +14,11 @@ from ..lib import counter_layout, reduce_tree, register
 from .array import SystolicArray
 from .exp import ExpUnit
 
-__all__ = ["AttentionEngine", "Kind"]
+__all__ = ["AttentionEngine", "Kind", "Part", "SPAN_BITS"]
+
+# the longest attended set a chunked light attention covers: 2**SPAN_BITS - 1 tokens (the
+# width of a command's ``span``; the accumulated numerators and denominators are sized for it)
+SPAN_BITS = 16
 
 
 class Kind:
@@ -23,6 +27,14 @@ class Kind:
     HASH = 1        # sign(A·Bᵀ - bias) packed into hash words on o_hash (the HCU's input)
     SCORE = 2       # scores, exp weights and counts of candidates on o_score (the WTU's input)
     ATTEND = 3      # light attention: softmax(Q·Kᵀ, causal)·V, exactly normalised, on o_attn
+
+
+class Part:
+    """Which part of a chunked light attention a command is (the ``part`` field): the whole
+    set, or one chunk of the row maximum's pass or of the sums' pass."""
+    WHOLE = 0       # the attended set in one command (l <= b_rows)
+    MAX = 1         # a chunk's scores into the rows' running maximum; nothing out
+    SUM = 2         # a chunk's weights and P·V added to the rows' sums; divided on ``final``
 
 
 class AttentionEngine(wiring.Component):
@@ -61,9 +73,17 @@ class AttentionEngine(wiring.Component):
       word of beat k's token), and n dividers giving ``round_div(Σ p·v · 2**out_frac_bits,
       Σ p)`` on ``o_attn`` (a beat per row and n-dimension tile, ``last`` on the final one).
       The array runs S0, S1, PV0, S2, PV1, ..., so a tile's exp pass hides under the next
-      tile's scores. The attended set stays on chip: ``l <= b_rows``. With ``pairs`` set,
-      ``b`` carries each token's K row then its V row (the KV memory's slot layout, so
-      fetched tokens stream in without a buffer).
+      tile's scores. With ``pairs`` set, ``b`` carries each token's K row then its V row (the
+      KV memory's slot layout, so fetched tokens stream in without a buffer). A command's
+      set fits B (``l <= b_rows``); a longer set is a sequence of chunked commands
+      (``golden.attn.attend_parts``), each one row tile (``m <= n``) over one chunk of l
+      tokens: ``part`` MAX keeps the rows' running maximum over the chunks (restarted on
+      ``first``; nothing out; K alone on ``b`` unless ``pairs``), then ``part`` SUM adds
+      each chunk's weights (with that maximum) and P·V to the rows' sums (restarted on
+      ``first``), the ``final`` chunk dividing and emitting the rows. ``span`` is the number
+      of tokens from the chunk's first to the set's end (the causal mask: row i attends to
+      the chunk's first ``span - causal + (pos0 + i) mod causal + 1`` tokens), ``pos0`` the
+      first row's position in the step, ``row0`` the number added to the output rows.
 
     Buffers: B whole (``b_rows`` rows of ``k_buf`` values, one memory per row residue mod n,
     so beat k of a tile reads one word of each and picks element k mod n: no transposer); A two
@@ -74,8 +94,10 @@ class AttentionEngine(wiring.Component):
 
     A command with ``m``, ``k`` or ``l`` zero, ``k > k_buf``, ``l > b_rows``, a score or
     attention command with ``k > score_k_max = 2**(score_bits - 16)`` (its scores would not
-    fit), an attention command with ``causal > l``, an unknown kind, or a hash command with
-    ``l != n_hp`` is refused: its operand beats (as its sizes imply) are
+    fit), a whole attention command with ``causal > l``, an attention command with ``pos0 >=
+    causal > 0``, a chunk with ``m > n`` or ``span < l``, a ``part`` that is not one or is
+    not an attention command's, an unknown kind, or a hash command with ``l != n_hp`` is
+    refused: its operand beats (as its sizes imply) are
     consumed and dropped, ``error`` is set (sticky) with ``error_code``, ``refused`` counts it,
     and the engine takes the next command.
 
@@ -120,7 +142,8 @@ class AttentionEngine(wiring.Component):
         self.cmd_layout = data.StructLayout({"kind": 3, "m": 16, "k": 16, "l": 16,
                                              "layer": layer_bits, "step": step_bits,
                                              "beta_m": 16, "beta_shift": 6, "causal": 16,
-                                             "pairs": 1})
+                                             "pairs": 1, "part": 2, "first": 1, "final": 1,
+                                             "span": SPAN_BITS, "pos0": 16, "row0": 16})
         self.chunk_layout = data.StructLayout({"data": vec})
         self.bias_layout = data.StructLayout({"data": data.ArrayLayout(signed(acc_bits), n)})
         self.gemm_layout = data.StructLayout({"c": data.ArrayLayout(signed(acc_bits), n),
@@ -177,16 +200,23 @@ class AttentionEngine(wiring.Component):
         return min(self._k_buf, 1 << (self._score_bits - 16))
 
     @property
+    def num_bits(self) -> int:
+        """Width of a P·V sum: weights up to 2**(weight_bits - 1) times int8 values over up
+        to 2**SPAN_BITS - 1 tokens (a chunked attention's), signed; at least the array's."""
+        return max(self._acc_bits, self._weight_bits + 7 + SPAN_BITS)
+
+    @property
     def memory_bits(self) -> int:
         """Bits of every buffer: A (two row tiles), B, the column vector, the score buffer
-        (two halves), V and P (two halves)."""
+        (two halves), V, P (two halves) and the P·V sums carried between chunks."""
         n, b = self._n, self._b_rows
         a_b = 8 * n * self._k_buf * 2 + 8 * b * self._k_buf
         col = self._acc_bits * n * max(-(-self._n_hp // n), b // n)
         score = self._score_bits * 2 * b * n
         v = 8 * n * b * -(-self.score_k_max // n)
         p = self._weight_bits * 2 * b * n
-        return a_b + col + score + v + p
+        sums = n * -(-self.score_k_max // n) * n * self.num_bits
+        return a_b + col + score + v + p + sums
 
     def command_cycles(self, m: int, k: int, l: int, hash_: bool = False) -> int:
         """Cycles from a command's transfer to its last output beat, every operand stream
@@ -248,6 +278,7 @@ class AttentionEngine(wiring.Component):
         x.score_full = [Signal(name=f"score_full_{h}") for h in range(2)]
         x.score_free = [Signal(name=f"score_free_{h}") for h in range(2)]
         x.div_valid, x.div_ready = Signal(), Signal()      # P·V rows into the divider
+        x.pv_idle = Signal()                               # no P·V row on its way to it
         x.p_ready = [Signal(name=f"p_ready_{h}") for h in range(2)]   # P's half is written
         # light attention: V (b_rows tokens of vc_max words; a word is n dimensions, which is
         # beat k's B operand in P·V as it stands) and P (two row tiles, a memory per row, n
@@ -282,12 +313,17 @@ class AttentionEngine(wiring.Component):
         bad_size = Signal()
         bad_kind = Signal()
         bad_hash = Signal()
+        attend = p.kind == Kind.ATTEND
+        # a chunk of a chunked light attention: one row tile, the chunk inside the set
+        bad_part = Signal()
+        m.d.comb += bad_part.eq((p.part != Part.WHOLE) &
+                                (~attend | (p.part > Part.SUM) | (p.m > n) | (p.span < p.l)))
         m.d.comb += [
             bad_size.eq((p.m == 0) | (p.k == 0) | (p.l == 0) | (p.k > self._k_buf) |
-                        (p.l > self._b_rows) |
-                        (((p.kind == Kind.SCORE) | (p.kind == Kind.ATTEND)) &
-                         (p.k > self.score_k_max)) |
-                        ((p.kind == Kind.ATTEND) & (p.causal > p.l))),
+                        (p.l > self._b_rows) | bad_part |
+                        (((p.kind == Kind.SCORE) | attend) & (p.k > self.score_k_max)) |
+                        (attend & (p.part == Part.WHOLE) & (p.causal > p.l)) |
+                        (attend & (p.causal != 0) & (p.pos0 >= p.causal))),
             bad_kind.eq(p.kind > Kind.ATTEND),
             bad_hash.eq((p.kind == Kind.HASH) & (p.l != self._n_hp)),
         ]
@@ -307,8 +343,12 @@ class AttentionEngine(wiring.Component):
         drop_bias = Signal(16)
         a_left = Signal()
         b_left = Signal()
+        # light attention's B: K's rows and V's, or K's alone in the maximum's pass unpaired
+        x.k_only = Signal()
+        m.d.comb += x.k_only.eq((cur.part == Part.MAX) & ~cur.pairs)
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
-                     b_left.eq(drop_b_row < Mux(cur.kind == Kind.ATTEND, cur.l << 1, cur.l))]
+                     b_left.eq(drop_b_row < Mux((cur.kind == Kind.ATTEND) & ~x.k_only,
+                                                cur.l << 1, cur.l))]
 
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
@@ -371,7 +411,7 @@ class AttentionEngine(wiring.Component):
                     with m.If(~pairs & (chunk == kc - 1) & (row == cur.l - 1)):
                         m.d.sync += row.eq(0)
                         m.next = "RUN"
-                        with m.If(cur.kind == Kind.ATTEND):
+                        with m.If((cur.kind == Kind.ATTEND) & ~x.k_only):
                             m.next = "LOAD_V"
             with m.State("LOAD_V"):
                 m.d.comb += self.b.ready.eq(1)
@@ -435,7 +475,7 @@ class AttentionEngine(wiring.Component):
         ahead or all done. Returns (whether it is P·V, its row tile)."""
         pv = Signal(name=f"{name}_pv")
         tile = Signal(16, name=f"{name}_tile")
-        m.d.comb += [pv.eq((x.cur.kind == Kind.ATTEND) &
+        m.d.comb += [pv.eq((x.cur.kind == Kind.ATTEND) & (x.cur.part != Part.MAX) &
                            ~((s_next < x.mt) & (s_next - p_next < 2))),
                      tile.eq(Mux(pv, p_next, s_next))]
         return pv, tile
@@ -660,7 +700,8 @@ class AttentionEngine(wiring.Component):
         sb = self._score_bits
         x.row_max = [[Signal(signed(sb), name=f"row_max_{h}_{r}") for r in range(n)]
                      for h in range(2)]
-        x.row_lim = [[Signal(16, name=f"row_lim_{h}_{r}") for r in range(n)] for h in range(2)]
+        x.row_lim = [[Signal(signed(SPAN_BITS + 2), name=f"row_lim_{h}_{r}") for r in range(n)]
+                     for h in range(2)]
         o = arr.o.payload
         half = x.out_i[0]
         col0 = x.out_j << exact_log2(n)
@@ -672,17 +713,23 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
                      x.score_wr.en.eq(write)]
         # the row's limit: set on its first column tile, from a position counter over rows
+        # (from ``pos0``); in a chunk of a longer set, counted from the chunk's first token:
+        # ``span - causal + pos + 1``, which is 0 or less when the row's tokens end before the
+        # chunk (the whole chunk masked), and at most ``l`` (the columns past l are padding)
         pos = Signal(16)
         causal = (x.cur.kind == Kind.ATTEND) & (x.cur.causal != 0)
-        lim_new = Signal(16)
-        m.d.comb += lim_new.eq(Mux(causal, x.cur.l - x.cur.causal + pos + 1, x.cur.l))
-        lim = Signal(16)
+        lim_new = Signal(signed(SPAN_BITS + 2))
+        lim_raw = Signal(signed(SPAN_BITS + 2))
+        span = Mux(x.cur.part == Part.WHOLE, x.cur.l, x.cur.span)
+        m.d.comb += [lim_raw.eq(span - x.cur.causal + pos + 1),
+                     lim_new.eq(Mux(causal & (lim_raw < x.cur.l), lim_raw, x.cur.l))]
+        lim = Signal(signed(SPAN_BITS + 2))
         m.d.comb += lim.eq(Mux(x.out_j == 0, lim_new,
                                Array(Array(x.row_lim[h]) for h in range(2))[half][o.row]))
         with m.If(write & (x.out_j == 0)):
             m.d.sync += pos.eq(Mux(pos == x.cur.causal - 1, 0, pos + 1))
         with m.If(~x.start):
-            m.d.sync += pos.eq(0)
+            m.d.sync += pos.eq(x.cur.pos0)
         lowest = Const(-(1 << (sb - 1)), signed(sb))
         vals = []
         for t in range(n):
@@ -716,11 +763,17 @@ class AttentionEngine(wiring.Component):
             part = reduce_tree(m, vals, vmax, "score_beat_max_lo", levels=(levels + 1) // 2)
             upd, vals = stage(upd, part, "score_s2")
         beat_max = reduce_tree(m, vals, vmax, "score_beat_max")
+        # a chunked attention's maximum: carried from chunk to chunk of its pass (restarted
+        # on the first), then held through the sums' pass
+        restart = Signal()
+        hold = Signal()
+        m.d.comb += [restart.eq((x.cur.part != Part.MAX) | x.cur.first),
+                     hold.eq(x.cur.part == Part.SUM)]
         for h in range(2):
             for r in range(n):
                 cur_max = x.row_max[h][r]
-                with m.If(upd.valid & (upd.half == h) & (upd.row == r)):
-                    m.d.sync += cur_max.eq(Mux(upd.first | (beat_max > cur_max),
+                with m.If(upd.valid & ~hold & (upd.half == h) & (upd.row == r)):
+                    m.d.sync += cur_max.eq(Mux((upd.first & restart) | (beat_max > cur_max),
                                                beat_max, cur_max))
                 with m.If(write & (half == h) & (o.row == r) & (x.out_j == 0)):
                     m.d.sync += x.row_lim[h][r].eq(lim_new)
@@ -745,7 +798,7 @@ class AttentionEngine(wiring.Component):
         f1_col0 = Signal(16)
         f1_max = Signal(signed(self._score_bits))
         f1_first, f1_last, f1_head_last = Signal(), Signal(), Signal()
-        f1_lim = Signal(16)
+        f1_lim = Signal(signed(SPAN_BITS + 2))
         f1_row = Signal(range(n))
         f1_word = Signal(16)
         f1_tile_last = Signal()
@@ -865,16 +918,27 @@ class AttentionEngine(wiring.Component):
             m.d.sync += attn_done.eq(1)
         with m.If(~x.start):
             m.d.sync += attn_done.eq(0)
+        # light attention ends with its last output row; a chunk of the maximum's pass once
+        # its row tile's exp pass is through (its one score half freed); a chunk of the sums'
+        # pass that is not the final one once its P·V rows are in the sums
+        part = x.cur.part
+        attend_end = Mux(part == Part.MAX, x.p_ready[0],
+                         Mux((part == Part.SUM) & ~x.cur.final, x.out_done & x.pv_idle,
+                             attn_done))
         m.d.comb += x.score_done.eq(Mux(is_score, rows_out == x.cur.m,
-                                        (x.cur.kind != Kind.ATTEND) | attn_done))
+                                        (x.cur.kind != Kind.ATTEND) | attend_end))
 
     def _p_writer(self, m, x):
         """Light attention's weights from the exp unit into P, a word per row, and each row's
         sum of weights (the softmax denominator); P is ready once the tile's last word is in."""
         n, exp = self._n, self._exp
         ot = exp.o.payload.tag
-        den_bits = self._weight_bits + ceil_log2(self._b_rows + 1)
+        # a row's weights: at most 2**(weight_bits - 1) each, over up to 2**SPAN_BITS - 1
+        # tokens (a chunked attention carries the sum from chunk to chunk of its sums' pass)
+        den_bits = self._weight_bits - 1 + SPAN_BITS
         x.den = [[Signal(den_bits, name=f"den_{h}_{r}") for r in range(n)] for h in range(2)]
+        carry = Signal()
+        m.d.comb += carry.eq((x.cur.part == Part.SUM) & ~x.cur.first)
         put = Signal()
         m.d.comb += put.eq(exp.o.valid & (x.cur.kind == Kind.ATTEND))
         w = [Signal(self._weight_bits, name=f"p_in_{t}") for t in range(n)]
@@ -886,7 +950,7 @@ class AttentionEngine(wiring.Component):
             m.d.comb += [wr.data[t].eq(w[t]) for t in range(n)]
             for h in range(2):
                 with m.If(put & (ot.row == r) & (ot.half == h)):
-                    m.d.sync += x.den[h][r].eq(Mux(ot.first, 0, x.den[h][r]) + total)
+                    m.d.sync += x.den[h][r].eq(Mux(ot.first & ~carry, 0, x.den[h][r]) + total)
         for h in range(2):
             with m.If(put & ot.tile_last & (ot.half == h)):
                 m.d.sync += x.p_ready[h].eq(1)
@@ -896,36 +960,87 @@ class AttentionEngine(wiring.Component):
     DIV_BITS = 2        # quotient bits a divider step makes a cycle
 
     def _divider(self, m, x):
-        """``o = round_div(num · 2**out_frac_bits, den)`` for the n values of a P·V row (one
-        den, the row's): n restoring dividers side by side, ``DIV_BITS`` quotient bits a
-        cycle. ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder starts
-        at ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width, halving
-        each step. The quotient fits ``8 + out_frac_bits`` bits (a convex combination of int8
-        values, rounded up to a multiple of DIV_BITS), so a beat takes ``div_cycles``."""
-        n, arr, F = self._n, self._array, self._out_frac_bits
+        """P·V rows into ``o = round_div(num · 2**out_frac_bits, den)`` (one den a row).
+
+        A row from the array goes through two registers: s1 takes it (and reads the row's
+        sums carried from earlier chunks, a memory of n rows by the dimension words), s2 adds
+        them. From s2 the sums go back to the memory (a chunk of the sums' pass that is not
+        the final one) or into n restoring dividers side by side, ``DIV_BITS`` quotient bits
+        a cycle. ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder
+        starts at ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width,
+        halving each step. The quotient fits ``8 + out_frac_bits`` bits (a convex combination
+        of int8 values, rounded up to a multiple of DIV_BITS), so a beat takes
+        ``div_cycles``. (The registers also keep the array's drain off the dividers' first
+        step.)"""
+        n, F = self._n, self._out_frac_bits
         qb = -(-(8 + F) // self.DIV_BITS) * self.DIV_BITS
-        o = arr.o.payload
+        o = self._array.o.payload
         den_bits = len(x.den[0][0])
-        r_bits = self._acc_bits + F + 2
+        nb = self.num_bits
+        r_bits = nb + F + 2
         d_bits = den_bits + 1 + qb
+        sums = memory.Memory(shape=data.ArrayLayout(signed(nb), n), depth=n * x.vc_max,
+                             init=[])
+        m.submodules.pv_sums = sums
+        sum_wr, sum_rd = sums.write_port(), sums.read_port()
+        carry = Signal()                 # this chunk adds to the sums of earlier ones
+        absorb = Signal()                # its sums stay for later chunks
+        m.d.comb += [carry.eq((x.cur.part == Part.SUM) & ~x.cur.first),
+                     absorb.eq((x.cur.part == Part.SUM) & ~x.cur.final)]
+
+        def stage(name, width):
+            return SimpleNamespace(
+                valid=Signal(name=f"{name}_valid"),
+                c=[Signal(signed(width), name=f"{name}_c_{t}") for t in range(n)],
+                den=Signal(den_bits, name=f"{name}_den"), row=Signal(16, name=f"{name}_row"),
+                col=Signal(16, name=f"{name}_col"), last=Signal(name=f"{name}_last"),
+                addr=Signal(range(n * x.vc_max), name=f"{name}_addr"))
+
+        s1, s2 = stage("pv_s1", self._acc_bits), stage("pv_s2", nb)
         busy = Signal()
         done = Signal()
+        div_free = Signal()
+        s2_go, s1_go = Signal(), Signal()
+        m.d.comb += [div_free.eq(~busy & ~done),
+                     s2_go.eq(s2.valid & (absorb | div_free)),
+                     s1_go.eq(s1.valid & (~s2.valid | s2_go)),
+                     x.div_ready.eq(~s1.valid | s1_go)]
+        take = Signal()
+        m.d.comb += take.eq(x.div_valid & x.div_ready)
+        addr = Cat(o.row, x.out_j) if n > 1 else x.out_j
+        m.d.comb += [sum_rd.addr.eq(addr), sum_rd.en.eq(take)]
+        with m.If(take):
+            m.d.sync += [s1.valid.eq(1), s1.addr.eq(addr),
+                         s1.den.eq(Array(Array(x.den[h]) for h in range(2))[x.out_i[0]][o.row]),
+                         s1.row.eq(x.cur.row0 + x.grow), s1.col.eq(x.out_j << exact_log2(n)),
+                         s1.last.eq((x.grow == x.cur.m - 1) & (x.out_j == x.kc - 1)),
+                         *(s1.c[t].eq(o.c[t]) for t in range(n))]
+        with m.Elif(s1_go):
+            m.d.sync += s1.valid.eq(0)
+        with m.If(s1_go):
+            m.d.sync += [s2.valid.eq(1), s2.addr.eq(s1.addr), s2.den.eq(s1.den),
+                         s2.row.eq(s1.row), s2.col.eq(s1.col), s2.last.eq(s1.last),
+                         *(s2.c[t].eq(s1.c[t] + Mux(carry, sum_rd.data[t], 0))
+                           for t in range(n))]
+        with m.Elif(s2_go):
+            m.d.sync += s2.valid.eq(0)
+        m.d.comb += [sum_wr.addr.eq(s2.addr), sum_wr.en.eq(s2.valid & absorb),
+                     *(sum_wr.data[t].eq(s2.c[t]) for t in range(n))]
+        m.d.comb += x.pv_idle.eq(~s1.valid & ~s2.valid)
+
         count = Signal(range(qb + 1))
         dsh = Signal(d_bits)
         rem = [Signal(r_bits, name=f"div_rem_{t}") for t in range(n)]
         quo = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
         neg = [Signal(name=f"div_neg_{t}") for t in range(n)]
         row, col, last = Signal(16), Signal(16), Signal()
-        m.d.comb += x.div_ready.eq(~busy & ~done)
-        den = Array(Array(x.den[h]) for h in range(2))[x.out_i[0]][o.row]
-        with m.If(x.div_valid & x.div_ready):
-            m.d.sync += [busy.eq(1), count.eq(qb - 1), dsh.eq(den << qb),
-                         row.eq(x.grow), col.eq(x.out_j << exact_log2(n)),
-                         last.eq((x.grow == x.cur.m - 1) & (x.out_j == x.kc - 1))]
+        with m.If(s2_go & ~absorb):
+            m.d.sync += [busy.eq(1), count.eq(qb - 1), dsh.eq(s2.den << qb),
+                         row.eq(s2.row), col.eq(s2.col), last.eq(s2.last)]
             for t in range(n):
-                mag = Mux(o.c[t] < 0, -o.c[t], o.c[t])
-                m.d.sync += [neg[t].eq(o.c[t] < 0), quo[t].eq(0),
-                             rem[t].eq((mag << (F + 1)) + den)]
+                c = s2.c[t]
+                m.d.sync += [neg[t].eq(c < 0), quo[t].eq(0),
+                             rem[t].eq((Mux(c < 0, -c, c) << (F + 1)) + s2.den)]
         with m.If(busy):
             for t in range(n):
                 r_, q_ = rem[t], quo[t]
@@ -946,7 +1061,7 @@ class AttentionEngine(wiring.Component):
         with m.If(self.o_attn.valid & self.o_attn.ready):
             m.d.sync += done.eq(0)
         with m.If(~x.start):
-            m.d.sync += [busy.eq(0), done.eq(0)]
+            m.d.sync += [busy.eq(0), done.eq(0), s1.valid.eq(0), s2.valid.eq(0)]
 
     def _counters(self, m, x):
         perf, ap = self.perf, self._array.perf

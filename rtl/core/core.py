@@ -12,7 +12,7 @@ from amaranth.utils import ceil_log2, exact_log2
 from vrex import regmap
 from vrex.rules import ParameterError
 
-from ..attn.engine import AttentionEngine, Kind
+from ..attn.engine import SPAN_BITS, AttentionEngine, Kind, Part
 from ..dre.hcu import HashClusterUnit
 from ..dre.wtu import WicsumThresholdUnit
 from ..kvmu.axi import axi4_master_members
@@ -335,6 +335,124 @@ class VrexCore(wiring.Component):
             k.o_kv.ready.eq((x.b_src == _SRC_KV) & (rb.ready | k.o_kv.payload.end)),
         ]
 
+    # --- light attention over a set longer than B ----------------------------------------
+    def _chunked_attention(self, m, x, lc, s):
+        """The states of a KV head's light attention over a set longer than B (``L_*``, in
+        the sequencer's FSM; docs/core.md): the set in chunks of whole selected clusters (as
+        many as fit B, fetched from the KVMU) and a last chunk of the sinks and the step's own
+        tokens (from memory); per row tile of n query rows, the engine's maximum's pass over
+        the chunks, then its sums' pass, whose last chunk writes the tile's output rows. A
+        selected cluster larger than B is refused first (``CORE_LIMIT``), before any command."""
+        cfg = self._cfg
+        e = self.engine
+        n, d, brows = cfg.attn_n, cfg.head_dim, cfg.attn_b_rows
+        lg = exact_log2(n)
+        sm_r, cm_f, nsel, i, pq = s["sm_r"], s["cm_f"], s["nsel"], s["i"], s["pq"]
+        t, rows, ptr, dsc = s["t"], s["rows"], s["ptr"], s["dsc"]
+        push, raise_error = s["push"], s["raise_error"]
+
+        def count_of(idx):
+            """Selected cluster ``idx``'s member count (its candidate's, from the list)."""
+            m.d.comb += [sm_r.addr.eq(idx), cm_f.addr.eq(sm_r.data >> lg)]
+            return cm_f.data[sm_r.data[:lg]] if n > 1 else cm_f.data[0]
+
+        tile_rows = Signal(range(n + 1))
+        m.d.comb += tile_rows.eq(Mux(rows - lc.row0 >= n, n, rows - lc.row0))
+        with m.State("L_CHECK"):
+            big = count_of(i) > brows
+            with m.If(i == nsel):
+                m.next = "L_PASS"
+            with m.Elif(big):
+                raise_error(_E["CORE_LIMIT"][0])
+                m.next = "H_NEXT"
+            with m.Else():
+                m.d.sync += i.eq(i + 1)
+        with m.State("L_PASS"):
+            m.d.sync += [lc.ci.eq(0), lc.ci0.eq(0), lc.clen.eq(0), lc.t0.eq(0), lc.final.eq(0)]
+            m.next = "L_PLAN"
+        with m.State("L_PLAN"):
+            # whole clusters while they fit; then, after the last, the sinks and own tokens
+            count = count_of(lc.ci)
+            with m.If(lc.ci == nsel):
+                with m.If(lc.clen == 0):
+                    m.d.sync += [lc.clen.eq(s["sinks"] + t), lc.final.eq(1)]
+                m.next = "L_CMD"
+            with m.Elif(lc.clen + count > brows):
+                m.next = "L_CMD"
+            with m.Else():
+                m.d.sync += [lc.clen.eq(lc.clen + count), lc.ci.eq(lc.ci + 1)]
+        with m.State("L_CMD"):
+            # a chunk of fetched tokens turns B's source to the KVMU once the DMA's B jobs
+            # (the last chunk's, of the pass before) are through
+            with m.If(lc.final | (x.dma.idle & (pq.level == 0))):
+                s["engine_cmd"](kind=Kind.ATTEND, m=tile_rows, k=d, l=lc.clen, causal=t,
+                                pairs=1, part=Mux(lc.sums, Part.SUM, Part.MAX),
+                                first=lc.t0 == 0, final=lc.final, span=lc.len - lc.t0,
+                                pos0=lc.pos0, row0=lc.row0, **s["beta"])
+                with m.If(e.cmd.ready):
+                    m.d.sync += x.attn_done.eq(0)
+                    with m.If(lc.final):
+                        m.next = "L_SINKS"
+                    with m.Else():
+                        m.d.sync += [x.b_src.eq(_SRC_KV), i.eq(lc.ci0)]
+                        m.next = "L_Q"
+        with m.State("L_SINKS"):
+            with m.If(s["sinks"] == 0):
+                m.next = "L_OWN"
+            with m.Else():
+                push(b0=ptr.sk, b1=ptr.sv, beats=s["row_beats"], n_out=s["sinks"], n_in=1,
+                     s_out=d, pair=1, dest=_B)
+                with m.If(pq.w_rdy):
+                    m.next = "L_OWN"
+        with m.State("L_OWN"):
+            push(b0=ptr.k, b1=ptr.v, beats=s["row_beats"], n_out=t, n_in=1, s_out=d, pair=1,
+                 dest=_B)
+            with m.If(pq.w_rdy):
+                m.next = "L_Q"
+        with m.State("L_Q"):
+            push(b0=ptr.q + lc.row0 * d, beats=tile_rows * s["row_beats"], n_out=1, n_in=1,
+                 dest=_A)
+            with m.If(pq.w_rdy):
+                m.next = "L_FETCH"
+        with m.State("L_FETCH"):
+            m.d.comb += sm_r.addr.eq(i)
+            with m.If(lc.final):
+                m.next = "L_NEXT"
+            with m.Elif(i == lc.ci):
+                m.next = "L_FWAIT"
+            with m.Else():
+                s["kvmu_cmd"](op=KvMemoryManager.FETCH, layer=dsc["layer"], group=s["gi"],
+                              head=s["gj"], owner=sm_r.data, version=dsc["version"],
+                              first=i == lc.ci0, last=i == lc.ci - 1, by_index=1)
+                with m.If(self.kvmu.i_cmd.ready):
+                    m.d.sync += i.eq(i + 1)
+        with m.State("L_FWAIT"):
+            ko = self.kvmu.o_kv
+            with m.If(ko.valid & ko.payload.end & ko.ready):
+                m.d.sync += x.b_src.eq(_SRC_DMA)
+                with m.If(ko.payload.stale | ko.payload.error):
+                    raise_error(Mux(ko.payload.stale, _E["KV_STALE"][0], _E["BUS_READ"][0]),
+                                Mux(ko.payload.stale, 0, self.kvmu.error_addr))
+                m.next = "L_NEXT"
+        with m.State("L_NEXT"):
+            m.d.sync += [lc.t0.eq(lc.t0 + lc.clen), lc.clen.eq(0), lc.ci0.eq(lc.ci)]
+            with m.If(~lc.final):
+                m.next = "L_PLAN"
+            with m.Elif(~lc.sums):
+                m.d.sync += lc.sums.eq(1)
+                m.next = "L_PASS"
+            with m.Elif(lc.row0 + n < rows):
+                m.d.sync += [lc.row0.eq(lc.row0 + n), lc.pos0.eq(lc.pos0 + n), lc.sums.eq(0)]
+                m.next = "L_POS"
+            with m.Else():
+                m.next = "H_ATT_WAIT"
+        with m.State("L_POS"):
+            # the next tile's first row's step position: (row0) mod t, by subtraction
+            with m.If(lc.pos0 >= t):
+                m.d.sync += lc.pos0.eq(lc.pos0 - t)
+            with m.Else():
+                m.next = "L_PASS"
+
     # --- the sequencer -------------------------------------------------------------------
     def _sequencer(self, top, x):
         """The sequencer's FSM, in its own module so the soft reset clears all its state."""
@@ -388,6 +506,13 @@ class VrexCore(wiring.Component):
         fetched = Signal(24)        # the selected clusters' past tokens
         i = Signal(16)
         attend_len = Signal(24)
+        # a chunked attention's place: the set's length, the row tile (its first row and
+        # that row's step position), the pass (maximum or sums), the chunk (its first
+        # selected cluster, the next, its tokens, the tokens before it, whether it is the
+        # last: the sinks and the step's own tokens)
+        lc = SimpleNamespace(len=Signal(SPAN_BITS), row0=Signal(16), pos0=Signal(16),
+                             sums=Signal(), ci0=Signal(16), ci=Signal(16), clen=Signal(16),
+                             t0=Signal(SPAN_BITS), final=Signal())
         # the next head's counts list, taken during this head's attention
         pre = SimpleNamespace(issued=Signal(), done=Signal(), err=Signal())
 
@@ -576,8 +701,15 @@ class VrexCore(wiring.Component):
             with m.State("H_ATTEND"):
                 m.d.comb += attend_len.eq(fetched + sinks + t)
                 with m.If(attend_len > brows):
-                    raise_error(_E["CORE_LIMIT"][0])
-                    m.next = "H_NEXT"
+                    # longer than B: chunked commands, if the last chunk (the sinks and the
+                    # step's own tokens) fits and the set fits a command's span
+                    with m.If((sinks + t > brows) | (attend_len >> SPAN_BITS != 0)):
+                        raise_error(_E["CORE_LIMIT"][0])
+                        m.next = "H_NEXT"
+                    with m.Else():
+                        m.d.sync += [lc.len.eq(attend_len), lc.row0.eq(0), lc.pos0.eq(0),
+                                     lc.sums.eq(0), x.phase.eq(2), i.eq(0)]
+                        m.next = "L_CHECK"
                 with m.Else():
                     engine_cmd(kind=Kind.ATTEND, m=rows, k=d, l=attend_len, causal=t, pairs=1,
                                **beta)
@@ -612,6 +744,11 @@ class VrexCore(wiring.Component):
                              last=i == nsel - 1, by_index=1)
                     with m.If(k.i_cmd.ready):
                         m.d.sync += i.eq(i + 1)
+            self._chunked_attention(m, x, lc, dict(
+                engine_cmd=engine_cmd, kvmu_cmd=kvmu_cmd, push=push, raise_error=raise_error,
+                sm_r=sm_r, cm_f=cm_f, nsel=nsel, sinks=sinks, t=t, rows=rows, ptr=ptr, dsc=dsc,
+                gi=gi, gj=gj, i=i, beta=beta, row_beats=row_beats, pq=pq))
+
             with m.State("H_ATT_WAIT"):
                 with m.If(k.o_kv.valid & k.o_kv.payload.end & k.o_kv.ready):
                     m.d.sync += x.b_src.eq(_SRC_DMA)

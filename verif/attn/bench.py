@@ -12,7 +12,7 @@ import cocotb
 import numpy as np
 
 from golden.numerics import ExpUnit
-from verif.attn.model import (attend_command, empty_ports, gemm_command, random_int8,
+from verif.attn.model import (attend_chunked_command, attend_command, empty_ports, gemm_command, random_int8,
                               score_command, trace_attend_commands, trace_hash_commands,
                               trace_score_commands)
 from verif.attn.tb import EngineTB
@@ -102,6 +102,28 @@ async def bench(dut):
         r.update(commands=len(cmds), rows=rows, cycles_per_row=r["cycles"] / rows,
                  tokens_mean=sum(c["m"] * c["l"] for c in cmds) / rows)
         report[f"attend_{preset}"] = r
+    # light attention over sets longer than B: chunked commands of b_rows tokens (per row
+    # tile a maximum's pass and a sums' pass, each chunk's K/V loaded again every time)
+    from golden.attn import chunk_lengths
+    report["attend_long"] = {}
+    B = tb.model.b_rows
+    for m, l, c in ((64, 2 * B, 0), (8, 4 * B, 0), (228, 2 * B, 76)):
+        ports = empty_ports()
+        want = attend_chunked_command(ports, random_int8(rng, (m, d)),
+                                      random_int8(rng, (l, d)), random_int8(rng, (l, d)), c,
+                                      unit, tb.cfg, chunk_lengths(l, B))
+        r = await _measure(tb, ports, [], [], 2 * m * d * l, (), want)
+        r.update(cycles_per_row=r["cycles"] / m, causal=c, commands=len(ports["cmd"]))
+        report["attend_long"][f"{m}x{d}x{l}" + (f"_causal{c}" if c else "")] = r
+    for preset in ("paper", "tuned"):
+        ports, want, picks = trace_attend_commands(preset, tb.cfg, n_groups=2, long=True)
+        rows = sum(c["m"] for c in ports["cmd"] if c["part"] == 2 and c["first"])
+        tokens = [int(p[5].sum()) for p in picks]
+        macs = sum(2 * c["m"] * c["k"] * c["l"] for c in ports["cmd"] if c["part"] == 2)
+        r = await _measure(tb, ports, [], [], macs, (), want)
+        r.update(commands=len(ports["cmd"]), rows=rows, cycles_per_row=r["cycles"] / rows,
+                 tokens=tokens)
+        report[f"attend_long_{preset}"] = r
     out = os.environ.get("BENCH_OUT")
     if out:
         with open(out, "w") as f:
@@ -129,4 +151,15 @@ def summary(r: dict) -> list[str]:
                                  f"({x[mean]:.0f} {unit}, "
                                  f"{100 * x['mac_utilisation']:.1f}% MAC)"
                                  for p, x in ((p, r[f"{key}_{p}"]) for p in ("paper", "tuned"))))
+    if "attend_long" in r:
+        lines.append("light attention over sets longer than B (chunked): "
+                     + ", ".join(f"{k} {x['cycles_per_row']:.1f} cycles/row "
+                                 f"({100 * x['mac_utilisation']:.1f}% MAC)"
+                                 for k, x in r["attend_long"].items())
+                     + "; the bundled trace's longest sets: "
+                     + ", ".join(f"{p} {x['cycles_per_row']:.1f} cycles/row "
+                                 f"({'/'.join(map(str, x['tokens']))} tokens, "
+                                 f"{100 * x['mac_utilisation']:.1f}% MAC)"
+                                 for p, x in ((p, r[f"attend_long_{p}"])
+                                              for p in ("paper", "tuned"))))
     return lines

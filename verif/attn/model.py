@@ -108,13 +108,18 @@ def hash_command(ports: dict, keys, hp, bias, n: int, layer: int = 0, step: int 
              "last": int(t == T - 1)} for t, w in enumerate(words)]
 
 
-def bad_command(ports: dict, kind, m, k, l, n: int, causal: int = 0):
-    """Append a command the engine must refuse, with the operand beats its sizes imply."""
+def bad_command(ports: dict, kind, m, k, l, n: int, causal: int = 0, extra=None):
+    """Append a command the engine must refuse, with the operand beats its sizes imply
+    (``extra``: more command fields)."""
     kc = -(-k // n)
-    ports["cmd"].append({"kind": kind, "m": m, "k": k, "l": l, "causal": causal})
+    ports["cmd"].append({"kind": kind, "m": m, "k": k, "l": l, "causal": causal,
+                         **(extra or {})})
     if kind in (1, 2):
         ports["bias"] += [{"data": [0] * n}] * (-(-l // n))
-    ports["b"] += [{"data": [1] * n}] * (l * kc * (2 if kind == 3 else 1))
+    # light attention's B is K and V, but K alone in an unpaired maximum's pass
+    x = extra or {}
+    k_only = x.get("part") == 1 and not x.get("pairs")
+    ports["b"] += [{"data": [1] * n}] * (l * kc * (2 if kind == 3 and not k_only else 1))
     ports["a"] += [{"data": [1] * n}] * (m * kc)
 
 
@@ -225,13 +230,16 @@ def attend_command(ports: dict, q, k, v, causal: int, unit, cfg, pairs: bool = F
     return attend_rows(attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits), n)
 
 
-def trace_attend_commands(preset: str, cfg, n_groups: int, max_rows: int | None = None):
+def trace_attend_commands(preset: str, cfg, n_groups: int, max_rows: int | None = None,
+                          long: bool = False):
     """The bundled trace's light attention as engine commands, as the core will issue them:
     per (layer, step, KV head) group of the golden ReSV run (``n_groups`` spread over the run,
-    those whose attended set fits ``cfg.attn_b_rows``), the group's query rows (the first
+    those whose attended set fits ``cfg.attn_b_rows``; with ``long``, those whose set does
+    not, as chunked commands of ``attn_b_rows`` tokens), the group's query rows (the first
     ``max_rows``, if given) over the sink tokens, the head's selected past tokens and the
     step's own tokens (causal), with the layer's exp unit. Returns ``(ports, o_attn beats,
     groups)``; the expected rows are ``golden.numerics.attention_int`` over that set."""
+    from golden.attn import chunk_lengths
     from golden.numerics import ExpUnit
     from golden.resv import run_resv, sink_count
     from verif.lib.traces import bundled
@@ -253,17 +261,46 @@ def trace_attend_commands(preset: str, cfg, n_groups: int, max_rows: int | None 
             for h in range(Hkv):
                 col = np.ones(b, bool)
                 col[n_sink:a] = mask[layer, s, h, n_sink:a]
-                if col.sum() <= cfg.attn_b_rows:
+                if (col.sum() > cfg.attn_b_rows) == long:
                     cands.append((layer, s, h, a, b, col))
     if not cands:
-        raise ValueError(f"no attended set of the bundled trace fits attn_b_rows "
-                         f"({cfg.attn_b_rows})")
+        raise ValueError(f"no attended set of the bundled trace {'exceeds' if long else 'fits'}"
+                         f" attn_b_rows ({cfg.attn_b_rows})")
     picks = [cands[i] for i in np.linspace(0, len(cands) - 1, n_groups).astype(int)]
     ports, want = empty_ports(), []
     for layer, s, h, a, b, col in picks:
         unit = ExpUnit.for_config(float(qt.scale_q[layer] * qt.scale_k[layer]) / np.sqrt(d),
                                   run_cfg)
         q = qt.q[layer, h * G:(h + 1) * G, a:b].reshape(-1, d)[:max_rows]
-        want += attend_command(ports, q, qt.k[layer, h, :b][col], qt.v[layer, h, :b][col],
-                               b - a, unit, cfg)
+        k, v = qt.k[layer, h, :b][col], qt.v[layer, h, :b][col]
+        if long:
+            want += attend_chunked_command(ports, q, k, v, b - a, unit, cfg,
+                                           chunk_lengths(len(k), cfg.attn_b_rows), pairs=True)
+        else:
+            want += attend_command(ports, q, k, v, b - a, unit, cfg)
     return ports, want, picks
+
+
+def attend_chunked_command(ports: dict, q, k, v, causal: int, unit, cfg, lengths,
+                           pairs: bool = False) -> list[dict]:
+    """Append a chunked light attention (``golden.attn.attend_parts``: per row tile the
+    maximum's pass then the sums' pass over the chunks of ``lengths``) to ``ports``, as the
+    core issues it; return its ``o_attn`` beats. The maximum's pass sends K's rows alone
+    unless ``pairs``. The expected rows are ``golden.attn.attend`` over the whole set."""
+    from golden.attn import attend, attend_parts, attend_parts_rows, exp_registers
+    n = cfg.attn_n
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    for c in attend_parts(len(q), causal, lengths, n):
+        ports["cmd"].append({"kind": 3, "k": q.shape[1], "pairs": int(pairs),
+                             **{f: c[f] for f in ("m", "l", "causal", "part", "first", "final",
+                                                  "span", "pos0", "row0")},
+                             **exp_registers(unit)})
+        ks, vs = k[c["t0"]:c["t0"] + c["l"]], v[c["t0"]:c["t0"] + c["l"]]
+        if pairs:
+            for kr, vr in zip(ks, vs):
+                ports["b"] += chunks(kr[None], n) + chunks(vr[None], n)
+        else:
+            ports["b"] += chunks(ks, n) + (chunks(vs, n) if c["part"] == 2 else [])
+        ports["a"] += chunks(q[c["row0"]:c["row0"] + c["m"]], n)
+    return attend_parts_rows(attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits),
+                             n)

@@ -7,14 +7,14 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 
 from golden.numerics import ExpUnit, hyperplanes
 from rtl import AttentionEngine
-from verif.attn.model import (attend_command, bad_command, empty_ports, gemm_command,
+from verif.attn.model import (attend_chunked_command, attend_command, bad_command, empty_ports, gemm_command,
                               hash_command, random_int8, score_command, trace_attend_commands,
                               trace_hash_commands, trace_score_commands)
-from verif.lib.cocotb_tb import BlockTB, named
+from verif.lib.cocotb_tb import CLOCK_NS, BlockTB, named
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
 
@@ -43,8 +43,8 @@ class EngineTB(BlockTB):
         takes = {o: cocotb.start_soon(self.sink[o].take(len(w), timeout=200_000))
                  for o, w in want.items()}
         got = {o: await t for o, t in takes.items()}
-        for s in sends:
-            await s
+        for s in sends:     # a beat the engine never takes fails here, not by hanging
+            await with_timeout(s, 200_000 * CLOCK_NS, "ns")
         for o, w in want.items():
             compare(got[o], w, what=o[2:] + " beat")
         for o in want:
@@ -226,24 +226,78 @@ async def real_trace_attention(dut, preset):
 
 
 @cocotb.test()
+@cocotb.parametrize(crossing=named(CROSSINGS))
+async def attend_chunked(dut, crossing):
+    """Light attention over sets longer than B holds, as chunked commands (a maximum's pass
+    and a sums' pass per row tile, golden.attn.attend_parts): chunks of b_rows and of uneven
+    lengths (one token; chunks wholly masked for a step's early rows), row tiles whose step
+    positions wrap, K alone or paired in the maximum's pass, all -128, a flat exponential over
+    chunks that are not whole column tiles; between whole-set attentions. Every row equals
+    golden.attn.attend over the whole set."""
+    from golden.attn import chunk_lengths
+    tb = EngineTB(dut)
+    tb.cross(crossing, seed=14)
+    await tb.start()
+    n, B, cfg = tb.model.n, tb.model.b_rows, tb.cfg
+    rng = np.random.default_rng(14 + list(CROSSINGS).index(crossing))
+    unit = ExpUnit.for_config(3e-3, cfg)
+    flat = ExpUnit.for_config(1e-6, cfg)        # padding let into a row weighs nearly 1
+    ports, want = empty_ports(), []
+    want += attend_command(ports, random_int8(rng, (5, 16)), random_int8(rng, (9, 16)),
+                           random_int8(rng, (9, 16)), 5, unit, cfg)
+    for m, d, L, c, lengths, pairs, kind, u in (
+            (3 * 5, 16, B + B // 2 + 3, 5, None, 0, "uniform", unit),
+            (n + 1, 13, B + 2, 0, [1, B, 1], 1, "uniform", unit),
+            (6, tb.model.score_k_max, B + 7, 3, None, 1, "min", unit),
+            (2 * 7, 20, 3 * n + 1, 7, [n + 1, 2 * n - 1, 1], 0, "uniform", flat)):
+        want += attend_chunked_command(ports, random_int8(rng, (m, d), kind),
+                                       random_int8(rng, (L, d), kind),
+                                       random_int8(rng, (L, d), kind), c, u, cfg,
+                                       lengths or chunk_lengths(L, B), pairs=bool(pairs))
+    want += attend_command(ports, random_int8(rng, (6, 16)), random_int8(rng, (11, 16)),
+                           random_int8(rng, (11, 16)), 3, unit, cfg, pairs=True)
+    perf = await tb.run(ports, [], [], [], want)
+    assert perf["refused"] == 0
+
+
+@cocotb.test()
+@cocotb.parametrize(preset=named(["paper", "tuned"]))
+async def real_trace_long_attention(dut, preset):
+    """The bundled trace's attended sets longer than B, as chunked commands of b_rows tokens:
+    every row equal to golden.numerics.attention_int over the whole set."""
+    tb = EngineTB(dut)
+    tb.cross("both" if preset == "paper" else "periodic", seed=15)
+    await tb.start()
+    ports, want, _ = trace_attend_commands(preset, tb.cfg, n_groups=1 if SHORT else 2,
+                                           max_rows=2 * tb.model.n, long=True)
+    await tb.run(ports, [], [], [], want)
+
+
+@cocotb.test()
 async def refused_commands(dut):
     """Zero sizes, rows longer than the buffer, too many B rows, an unknown kind, a hash of the
-    wrong width, scores that would not fit, a causal step longer than the attended set: each
-    refused (its beats dropped, error set with its code), and the next
-    command runs."""
+    wrong width, scores that would not fit, a causal step longer than the attended set, bad
+    chunks of a longer set: each refused (its beats dropped, error set with its code), and
+    the next command runs."""
     tb = EngineTB(dut)
     tb.cross("both", seed=5)
     await tb.start()
     n, K, L = tb.model.n, tb.model.k_buf, tb.model.b_rows
     rng = np.random.default_rng(5)
     sk = tb.model.score_k_max
-    for kind, m, k, l, c, code in ((0, 3, 0, 4, 0, 1), (0, 2, K + 1, 4, 0, 1),
-                                   (0, 2, 8, L + 1, 0, 1), (5, 2, 8, 4, 0, 2),
-                                   (1, 2, 8, tb.model.n_hp - 1, 0, 3), (2, 2, sk + 1, 4, 0, 1),
-                                   (3, 2, sk + 1, 4, 0, 1), (3, 2, 8, 4, 5, 1)):
+    cases = ((0, 3, 0, 4, 0, 1), (0, 2, K + 1, 4, 0, 1), (0, 2, 8, L + 1, 0, 1),
+             (5, 2, 8, 4, 0, 2), (1, 2, 8, tb.model.n_hp - 1, 0, 3), (2, 2, sk + 1, 4, 0, 1),
+             (3, 2, sk + 1, 4, 0, 1), (3, 2, 8, 4, 5, 1),
+             # chunks of a longer set: more rows than a tile, past the set's end, a step
+             # position past the step, a part of another kind's command
+             (3, n + 1, 8, 4, 0, 1, dict(part=1, span=9)),
+             (3, 2, 8, 4, 0, 1, dict(part=2, span=3)),
+             (3, 2, 8, 4, 3, 1, dict(part=1, span=9, pos0=3)),
+             (0, 2, 8, 4, 0, 1, dict(part=2, span=9)))
+    for kind, m, k, l, c, code, *extra in cases:
         await tb.reset()
         ports, want = empty_ports(), []
-        bad_command(ports, kind, m, k, l, n, causal=c)
+        bad_command(ports, kind, m, k, l, n, causal=c, extra=extra[0] if extra else None)
         want += gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
         perf = await tb.run(ports, want, [])
         await ReadOnly()

@@ -11,7 +11,7 @@ from verif.lib.scoreboard import compare
 from vrex.config import Config
 from vrex.rules import ParameterError
 
-from .model import (attend_command, bad_command, empty_ports, gemm_command, hash_command,
+from .model import (attend_chunked_command, attend_command, bad_command, empty_ports, gemm_command, hash_command,
                     random_int8, score_command, trace_attend_commands, trace_score_commands)
 
 
@@ -174,6 +174,77 @@ def test_attend_real_trace(preset):
     run(cfg, ports, [], [], [], want, cross="both", seed=9)
 
 
+@pytest.mark.parametrize("cross", CROSSINGS)
+@pytest.mark.parametrize("n", [4, 8])
+def test_attend_chunked(n, cross):
+    """Light attention over sets longer than B holds (b_rows 32), as chunked commands
+    (golden.attn.attend_parts): several row tiles whose step positions wrap, chunks of b_rows
+    and of random lengths (one token; chunks wholly masked for a step's early rows), K alone
+    or K and V paired in the maximum's pass; between whole-set attentions, a score command
+    and a GEMM (their state untouched). Every row equals golden.attn.attend over the whole
+    set."""
+    from golden.attn import chunk_lengths
+    cfg = small(n)
+    rng = np.random.default_rng(50 + n + list(CROSSINGS).index(cross))
+    unit = ExpUnit.for_config(3e-3, cfg)
+    ports, want_attn = empty_ports(), []
+    want_attn += attend_command(ports, random_int8(rng, (5, 16)), random_int8(rng, (9, 16)),
+                                random_int8(rng, (9, 16)), 5, unit, cfg)
+    for m, d, L, c, lengths, pairs in ((3 * 5, 16, 70, 5, None, 0),
+                                       (2 * n + 1, 13, 40, 0, [1, 20, 7, 12], 1),
+                                       (7, 64, 33, 7, [32, 1], 0),
+                                       (2 * 9, 20, 41, 9, [30, 2, 9], 1)):
+        lengths = lengths or chunk_lengths(L, 32)
+        want_attn += attend_chunked_command(ports, random_int8(rng, (m, d)),
+                                            random_int8(rng, (L, d)), random_int8(rng, (L, d)),
+                                            c, unit, cfg, lengths, pairs=bool(pairs))
+    want_score = score_command(ports, random_int8(rng, (n + 1, 20)),
+                               random_int8(rng, (7, 20)), rng.integers(1, 9, 7), unit, cfg)
+    want_attn += attend_command(ports, random_int8(rng, (6, 16)), random_int8(rng, (11, 16)),
+                                random_int8(rng, (11, 16)), 3, unit, cfg, pairs=True)
+    want_gemm = gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), n)
+    _, _, perf = run(cfg, ports, want_gemm, [], want_score, want_attn, cross=cross, seed=11)
+    assert perf["refused"] == 0 and perf["error"] == 0
+
+
+@pytest.mark.parametrize("case", ["min", "max", "steep", "flat", "long"])
+def test_attend_chunked_corners(case):
+    """Chunked attention at the extremes: all -128 and all 127 at the longest head dimension
+    (the largest scores and sums), a steep exponential (most weights 0), a flat one over
+    chunks that are not whole column tiles, before the step's tokens (a padding column let
+    into a row's limit weighs nearly 1 here: the bundled trace found that), a set eight
+    times longer than B."""
+    from golden.attn import chunk_lengths
+    cfg = small(4, head_dim=64)
+    rng = np.random.default_rng(31)
+    K = AttentionEngine.from_config(cfg).score_k_max
+    m, d, L, c, kind, alpha, lengths = {
+        "min": (6, K, 80, 3, "min", 3e-3, None),
+        "max": (5, K, 64, 0, "max", 3e-3, None),
+        "steep": (9, K, 50, 9, "uniform", 0.5, None),
+        "flat": (6, K, 50, 3, "uniform", 1e-6, [13, 30, 7]),
+        "long": (4, 16, 256, 4, "uniform", 1e-3, None)}[case]
+    unit = ExpUnit.for_config(alpha, cfg)
+    ports = empty_ports()
+    want = attend_chunked_command(ports, random_int8(rng, (m, d), kind),
+                                  random_int8(rng, (L, d), kind), random_int8(rng, (L, d), kind),
+                                  c, unit, cfg, lengths or chunk_lengths(L, 32))
+    run(cfg, ports, [], [], [], want, cross="both", seed=12)
+    if case == "min":
+        assert all(v == -128 << cfg.out_frac_bits for b in want for v in b["o"])
+
+
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
+def test_attend_chunked_real_trace(preset):
+    """The bundled trace's attended sets longer than the default B (256 tokens) as chunked
+    commands of 256 tokens: every output row equal to golden.numerics.attention_int over the
+    whole set."""
+    cfg = Config(attn_n=8)
+    ports, want, picks = trace_attend_commands(preset, cfg, n_groups=1, max_rows=8, long=True)
+    assert int(picks[0][5].sum()) > cfg.attn_b_rows
+    run(cfg, ports, [], [], [], want, cross="both", seed=13)
+
+
 def test_refused_commands_are_dropped_and_the_next_runs():
     cfg = small(4)
     rng = np.random.default_rng(2)
@@ -186,9 +257,16 @@ def test_refused_commands_are_dropped_and_the_next_runs():
     bad_command(ports, 3, 2, 64 + 1, 5, 4)       # scores of k > score_k_max would not fit
     bad_command(ports, 3, 2, 16, 5, 4, causal=6)  # more step tokens than attended tokens
     bad_command(ports, 2, 2, 64 + 1, 5, 4)       # scores of k > score_k_max would not fit
+    # chunks of a longer set: more rows than a row tile, a chunk past the set's end, a step
+    # position past the step, a part that is not one, a part of another kind's command
+    for kind, m, part, span, causal, pos0 in ((3, 5, 1, 40, 0, 0), (3, 2, 2, 4, 0, 0),
+                                              (3, 2, 1, 40, 3, 3), (3, 2, 3, 40, 0, 0),
+                                              (0, 2, 1, 40, 0, 0)):
+        bad_command(ports, kind, m, 16, 5, 4, causal=causal,
+                    extra=dict(part=part, span=span, pos0=pos0, pairs=int(m != 5)))
     want += gemm_command(ports, random_int8(rng, (5, 7)), random_int8(rng, (6, 7)), 4)
     _, _, perf = run(cfg, ports, want, [], cross="both")
-    assert perf["refused"] == 8 and perf["commands"] == 9
+    assert perf["refused"] == 13 and perf["commands"] == 14
     assert perf["error"] == 1 and perf["error_code"] == 1      # the last refusal's code
 
 

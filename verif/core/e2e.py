@@ -184,7 +184,11 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
                 want_sel += [(f"{where} head {hr_i}", c) for c in hr.selected] + \
                     [(f"{where} head {hr_i} (end)", None)]
             if hr.selected:
-                want_f.append((f"{where} head {hr_i}", sorted(hr.fetched)))
+                # a set longer than B is attended in chunks, each fetched again per row
+                # tile and pass (docs/core.md): every token that many times
+                copies = 1 if hr.attended <= cfg.attn_b_rows else \
+                    2 * -(-gq * ls.step_len // cfg.attn_n)
+                want_f.append((f"{where} head {hr_i}", sorted(hr.fetched), copies))
         for g in range(ls.hashes.shape[0]):
             for i in range(ls.hashes.shape[1]):
                 tok = ls.token0 + ls.hashed + i
@@ -203,16 +207,26 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
         seq("hash", want_h, obs.hashes)
         seq("cluster", want_c, obs.clusters)
         seq("selection", want_sel, [c if not last else None for c, last in obs.selections])
-    # fetched tokens: per fetch (closed by an end beat) the set of slot tokens
-    fetches, cur = [], []
+    # fetched tokens: per fetch (closed by an end beat) the set of slot tokens; a head's
+    # fetches of a chunked attention together
+    runs, cur = [], []
     for tok, end in obs.fetched:
         if end:
-            fetches.append(sorted(set(cur)))
+            runs.append(sorted(set(cur)))
             cur = []
         else:
             cur.append(tok)
+    fetches, r = [], 0
+    for _, toks, copies in want_f:
+        got = []
+        while r < len(runs) and len(got) < copies * len(toks):
+            got += runs[r]
+            r += 1
+        fetches.append(sorted(got))
+    fetches += runs[r:]
     if taps:
-        seq("fetched tokens", want_f, fetches)
+        seq("fetched tokens", [(w, sorted(toks * copies)) for w, toks, copies in want_f],
+            fetches)
     for k, ls in enumerate(plan.golden):
         if k >= len(obs.o_rows):
             bad.append(f"output of step {ls.step} layer {ls.layer}: not produced")

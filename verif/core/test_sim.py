@@ -61,17 +61,39 @@ def test_core_end_to_end(preset, bus, n, latency, pauses):
     assert info["perf"]["core_descriptors"] == len(plan.descriptors)
 
 
+@pytest.mark.parametrize("preset, n, latency, pauses", [
+    ("paper", 8, 0, 0.0),
+    ("tuned", 4, 5, 0.3),
+])
+def test_core_long_sets_in_chunks(preset, n, latency, pauses):
+    """Attended sets longer than attn_b_rows (16 here; the stream's last steps attend to 16
+    and 18 tokens): the engine's chunked two-pass attention, per row tile, every chunk's
+    tokens fetched again; every hash, cluster, selection, fetched token and output row
+    equals golden.core.run_stream; no error."""
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    cfg = tiny_config(preset, n_hp=16, attn_b_rows=16, wtu_row_entries=16, attn_n=n)
+    plan = plan_stream(tr, qt, cfg)
+    assert any(h.attended > 16 for g in plan.golden for h in g.heads)
+    obs, info = run_core(plan, latency=latency, bus_pauses=pauses, host_cross="both",
+                         seed=4, max_cycles=300_000)
+    assert not compare_run(plan, obs), compare_run(plan, obs)
+    assert info["error"] & 0xFF == 0, hex(info["error"])
+
+
 def test_core_limit_is_reported_and_the_stream_goes_on():
-    """An attended set longer than attn_b_rows: CORE_LIMIT with the descriptor's version,
-    that head's attention skipped, every descriptor completed, every hash and cluster
-    still the golden model's and every token stored."""
+    """A set whose last chunk (the sinks and the step's own tokens) does not fit
+    attn_b_rows (8 here: 4 sinks and a frame of 6): CORE_LIMIT with the descriptor's version,
+    that head's attention skipped, every descriptor completed, every hash and cluster still
+    the golden model's and every token stored."""
     from vrex import regmap
     from .e2e import compare_run, plan_stream, synthetic_stream
     from .sim_core import run_core
     tr, qt = synthetic_stream(4, **TINY)
-    cfg = tiny_config("paper", n_hp=16, attn_b_rows=16, wtu_row_entries=16)
+    cfg = tiny_config("paper", n_hp=8, attn_b_rows=8, wtu_row_entries=16)
     plan = plan_stream(tr, qt, cfg)
-    over = [k for k, g in enumerate(plan.golden) if max(h.attended for h in g.heads) > 16]
+    over = [k for k, g in enumerate(plan.golden) if g.n_sink + g.step_len > 8]
     assert over, "the stream must overflow B somewhere"
     obs, info = run_core(plan, max_cycles=200_000)
     assert info["error"] & 0xFF == regmap.ERRORS["CORE_LIMIT"][0]

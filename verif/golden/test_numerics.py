@@ -214,3 +214,31 @@ def test_attention_int_tracks_float():
     extreme = attention_int(np.full((1, d), -127, np.int8), np.full((4, d), -127, np.int8),
                             np.full((4, d), -128, np.int8), np.ones((1, 4), bool), e, 8, 22)
     assert (extreme == -128 * 256).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_chunked_attention_equals_whole(seed):
+    """Light attention as the engine's chunked commands make it (golden.attn.attend_chunked:
+    a maximum's pass and a sums' pass over chunks, per row tile) equals the whole-set
+    attention exactly: chunks of random lengths (one token, chunks wholly masked for early
+    rows of the step), several row tiles whose step positions wrap, steep and flat
+    exponentials, all -128."""
+    from golden.attn import attend, attend_chunked, chunk_lengths
+    rng = np.random.default_rng(seed)
+    cfg = Config()
+    n = int(rng.choice([1, 4, 8]))
+    causal = int(rng.integers(0, 12))
+    m = int(rng.integers(1, 40)) if causal == 0 else causal * int(rng.integers(1, 4))
+    L = causal + int(rng.integers(1 if causal == 0 else 0, 90))
+    d = int(rng.integers(1, 40))
+    cuts = np.sort(rng.choice(np.arange(1, L), size=min(L - 1, int(rng.integers(0, 8))),
+                              replace=False)) if L > 1 else np.array([], int)
+    lengths = np.diff(np.concatenate([[0], cuts, [L]])).tolist()
+    kind = "min" if seed == 5 else "uniform"
+    gen = (lambda s: np.full(s, -128)) if kind == "min" else (lambda s: rng.integers(-128, 128, s))
+    q, k, v = gen((m, d)), gen((L, d)), gen((L, d))
+    unit = ExpUnit.for_config([3e-3, 0.5, 1e-4][seed % 3], cfg)
+    want = attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits)
+    for ls in (lengths, chunk_lengths(L, 1), chunk_lengths(L, 7)):
+        got = attend_chunked(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits, ls, n)
+        assert np.array_equal(got, want), ls
