@@ -35,9 +35,9 @@ CORE_POINTS = {
                                                     near_blocks=8, hash_scope="per_head",
                                                     hcu_contexts=3),
                                "synthetic_stream_hostile|soft_reset|window"),
-    # B of 24 tokens: the frames' and the question's sets (up to 34 tokens) attended in
+    # B of 32 tokens: the question's sets (up to 40 tokens) attended in
     # chunks (the engine's two passes), under the hostile bus
-    "synth_b24": (lambda: synth_config(attn_b_rows=24, n_hp=16), "synthetic_stream_hostile"),
+    "synth_b32": (lambda: synth_config(attn_b_rows=32, n_hp=16), "synthetic_stream_hostile"),
 }
 
 
