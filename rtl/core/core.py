@@ -400,13 +400,11 @@ class VrexCore(wiring.Component):
             with m.If(s["sinks"] == 0):
                 m.next = "L_OWN"
             with m.Else():
-                push(b0=ptr.sk, b1=ptr.sv, beats=s["row_beats"], n_out=s["sinks"], n_in=1,
-                     s_out=d, pair=1, dest=_B)
+                s["sink_pairs"]()
                 with m.If(pq.w_rdy):
                     m.next = "L_OWN"
         with m.State("L_OWN"):
-            push(b0=ptr.k, b1=ptr.v, beats=s["row_beats"], n_out=t, n_in=1, s_out=d, pair=1,
-                 dest=_B)
+            s["own_pairs"]()
             with m.If(pq.w_rdy):
                 m.next = "L_Q"
         with m.State("L_Q"):
@@ -569,6 +567,16 @@ class VrexCore(wiring.Component):
             """The group's hyperplane rows, one job."""
             push(b0=ptr.hp, beats=cfg.n_hp * cfg.hash_dim // bus, n_out=1, n_in=1, dest=dest)
 
+        def sink_pairs():
+            """The head's sink tokens, K row then V row each, into B: one job."""
+            push(b0=ptr.sk, b1=ptr.sv, beats=row_beats, n_out=sinks, n_in=1, s_out=d, pair=1,
+                 dest=_B)
+
+        def own_pairs():
+            """The step's own tokens of the head, K row then V row each, into B: one job."""
+            push(b0=ptr.k, b1=ptr.v, beats=row_beats, n_out=t, n_in=1, s_out=d, pair=1,
+                 dest=_B)
+
         def hash_rows(dest):
             """The group's hash-input row of each hashed token: a job per head of the group."""
             push(b0=ptr.kh, beats=row_beats, n_out=nh, n_in=hpg, s_out=d, s_in=t * d,
@@ -721,13 +729,11 @@ class VrexCore(wiring.Component):
                 with m.If(sinks == 0):
                     m.next = "H_ATT_OWN"
                 with m.Else():
-                    push(b0=ptr.sk, b1=ptr.sv, beats=row_beats, n_out=sinks, n_in=1, s_out=d,
-                         pair=1, dest=_B)
+                    sink_pairs()
                     with m.If(pq.w_rdy):
                         m.next = "H_ATT_OWN"
             with m.State("H_ATT_OWN"):
-                push(b0=ptr.k, b1=ptr.v, beats=row_beats, n_out=t, n_in=1, s_out=d, pair=1,
-                     dest=_B)
+                own_pairs()
                 with m.If(pq.w_rdy):
                     m.next = "H_ATT_Q"
             with m.State("H_ATT_Q"):
@@ -747,7 +753,8 @@ class VrexCore(wiring.Component):
             self._chunked_attention(m, x, lc, dict(
                 engine_cmd=engine_cmd, kvmu_cmd=kvmu_cmd, push=push, raise_error=raise_error,
                 sm_r=sm_r, cm_f=cm_f, nsel=nsel, sinks=sinks, t=t, rows=rows, ptr=ptr, dsc=dsc,
-                gi=gi, gj=gj, i=i, beta=beta, row_beats=row_beats, pq=pq))
+                gi=gi, gj=gj, i=i, beta=beta, row_beats=row_beats, pq=pq,
+                sink_pairs=sink_pairs, own_pairs=own_pairs))
 
             with m.State("H_ATT_WAIT"):
                 with m.If(k.o_kv.valid & k.o_kv.payload.end & k.o_kv.ready):

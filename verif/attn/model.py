@@ -211,6 +211,16 @@ def trace_score_commands(preset: str, cfg, n_groups: int, max_rows: int | None =
     return ports, all_beats(heads, cfg.wtu_lanes), heads, run_cfg
 
 
+def kv_beats(k, v, n: int, pairs: bool) -> list[dict]:
+    """Light attention's ``b`` beats: K's rows then V's, or per token its K row then its V
+    row (``pairs``); K's alone when ``v`` is None."""
+    if v is None:
+        return chunks(k, n)
+    if pairs:
+        return [b for kr, vr in zip(k, v) for b in chunks(kr[None], n) + chunks(vr[None], n)]
+    return chunks(k, n) + chunks(v, n)
+
+
 def attend_command(ports: dict, q, k, v, causal: int, unit, cfg, pairs: bool = False
                    ) -> list[dict]:
     """Append a light-attention command (one KV head's query rows over ``l`` tokens whose last
@@ -221,11 +231,7 @@ def attend_command(ports: dict, q, k, v, causal: int, unit, cfg, pairs: bool = F
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     ports["cmd"].append({"kind": 3, "m": q.shape[0], "k": q.shape[1], "l": k.shape[0],
                          "causal": causal, "pairs": int(pairs), **exp_registers(unit)})
-    if pairs:
-        for kr, vr in zip(k, v):
-            ports["b"] += chunks(kr[None], n) + chunks(vr[None], n)
-    else:
-        ports["b"] += chunks(k, n) + chunks(v, n)
+    ports["b"] += kv_beats(k, v, n, pairs)
     ports["a"] += chunks(q, n)
     return attend_rows(attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits), n)
 
@@ -296,11 +302,7 @@ def attend_chunked_command(ports: dict, q, k, v, causal: int, unit, cfg, lengths
                                                   "span", "pos0", "row0")},
                              **exp_registers(unit)})
         ks, vs = k[c["t0"]:c["t0"] + c["l"]], v[c["t0"]:c["t0"] + c["l"]]
-        if pairs:
-            for kr, vr in zip(ks, vs):
-                ports["b"] += chunks(kr[None], n) + chunks(vr[None], n)
-        else:
-            ports["b"] += chunks(ks, n) + (chunks(vs, n) if c["part"] == 2 else [])
+        ports["b"] += kv_beats(ks, vs if pairs or c["part"] == 2 else None, n, pairs)
         ports["a"] += chunks(q[c["row0"]:c["row0"] + c["m"]], n)
     return attend_parts_rows(attend(q, k, v, causal, unit, cfg.out_frac_bits, cfg.score_bits),
                              n)
