@@ -27,7 +27,7 @@ __all__ = ["VrexCore"]
 # centring dot products, a saved cluster window on its way into the HCU
 _A, _B, _KV, _SUM, _DOT, _CTX = 0, 1, 2, 3, 4, 5
 # where the engine's B operand comes from
-_SRC_DMA, _SRC_CAND, _SRC_KV = 0, 1, 2
+_SRC_DMA, _SRC_CAND, _SRC_KV, _SRC_PAD = 0, 1, 2, 3
 
 _E = regmap.ERRORS
 
@@ -291,6 +291,8 @@ class VrexCore(wiring.Component):
         wiring.connect(m, x.rep_b.o, e.b)
         m.d.comb += e.o_gemm.ready.eq(1)
         x.b_src = Signal(2)
+        x.kv_lg = exact_log2(self.kvmu.beats_per_token)     # bus beats of a token, log2
+        x.kv_left = Signal(SPAN_BITS + x.kv_lg)
         x.drop_kv = Signal()               # a read failed: the store data is dropped
         dest = d.o.payload.dest
         ra, rb = x.rep_a.i, x.rep_b.i
@@ -309,7 +311,10 @@ class VrexCore(wiring.Component):
                              rb.valid.eq(k.o_cand.valid & ~k.o_cand.payload.end)]
             with m.Case(_SRC_KV):
                 m.d.comb += [rb.payload.eq(k.o_kv.payload.data),
-                             rb.valid.eq(k.o_kv.valid & ~k.o_kv.payload.end)]
+                             rb.valid.eq(k.o_kv.valid & ~k.o_kv.payload.end &
+                                         (x.kv_left != 0))]
+            with m.Case(_SRC_PAD):
+                m.d.comb += [rb.payload.eq(0), rb.valid.eq(1)]
         x.dot_ready = Signal()
         with m.Switch(dest):
             with m.Case(_A):
@@ -332,8 +337,19 @@ class VrexCore(wiring.Component):
         m.d.comb += [
             k.o_cand.ready.eq(Mux(x.cand_take, 1, (x.b_src == _SRC_CAND) &
                                   (rb.ready | k.o_cand.payload.end))),
-            k.o_kv.ready.eq((x.b_src == _SRC_KV) & (rb.ready | k.o_kv.payload.end)),
+            k.o_kv.ready.eq((x.b_src == _SRC_KV) &
+                            (rb.ready | k.o_kv.payload.end | (x.kv_left == 0))),
         ]
+        # the bus beats the engine still expects from the KVMU's fetches: a fetch that ends
+        # short (a read error drops its remaining beats, a stale or refused fetch delivers
+        # none) is padded with zero beats, beats past the count are dropped, so the engine
+        # always gets its command's tokens and never waits for ever (the error is reported
+        # from the fetch's end beat; docs/core.md)
+        # (counted in the sequencer, which owns b_src and kv_left)
+        x.kv_take = Signal()
+        m.d.comb += x.kv_take.eq(rb.ready & (
+            ((x.b_src == _SRC_KV) & k.o_kv.valid & ~k.o_kv.payload.end & (x.kv_left != 0)) |
+            (x.b_src == _SRC_PAD)))
 
     # --- light attention over a set longer than B ----------------------------------------
     def _chunked_attention(self, m, x, lc, s):
@@ -384,7 +400,7 @@ class VrexCore(wiring.Component):
         with m.State("L_CMD"):
             # a chunk of fetched tokens turns B's source to the KVMU once the DMA's B jobs
             # (the last chunk's, of the pass before) are through
-            with m.If(lc.final | (x.dma.idle & (pq.level == 0))):
+            with m.If(lc.final | (x.dma.idle & (pq.level == 0) & (x.b_src == _SRC_DMA))):
                 s["engine_cmd"](kind=Kind.ATTEND, m=tile_rows, k=d, l=lc.clen, causal=t,
                                 pairs=1, part=Mux(lc.sums, Part.SUM, Part.MAX),
                                 first=lc.t0 == 0, final=lc.final, span=lc.len - lc.t0,
@@ -394,7 +410,8 @@ class VrexCore(wiring.Component):
                     with m.If(lc.final):
                         m.next = "L_SINKS"
                     with m.Else():
-                        m.d.sync += [x.b_src.eq(_SRC_KV), i.eq(lc.ci0)]
+                        m.d.sync += [x.b_src.eq(_SRC_KV), i.eq(lc.ci0),
+                                     x.kv_left.eq(lc.clen << x.kv_lg)]
                         m.next = "L_Q"
         with m.State("L_SINKS"):
             with m.If(s["sinks"] == 0):
@@ -427,7 +444,7 @@ class VrexCore(wiring.Component):
         with m.State("L_FWAIT"):
             ko = self.kvmu.o_kv
             with m.If(ko.valid & ko.payload.end & ko.ready):
-                m.d.sync += x.b_src.eq(_SRC_DMA)
+                m.d.sync += x.b_src.eq(Mux(x.kv_left != 0, _SRC_PAD, _SRC_DMA))
                 with m.If(ko.payload.stale | ko.payload.error):
                     raise_error(Mux(ko.payload.stale, _E["KV_STALE"][0], _E["BUS_READ"][0]),
                                 Mux(ko.payload.stale, 0, self.kvmu.error_addr))
@@ -582,6 +599,10 @@ class VrexCore(wiring.Component):
             push(b0=ptr.kh, beats=row_beats, n_out=nh, n_in=hpg, s_out=d, s_in=t * d,
                  dest=dest)
 
+        with m.If(x.kv_take):
+            m.d.sync += x.kv_left.eq(x.kv_left - 1)
+            with m.If((x.b_src == _SRC_PAD) & (x.kv_left == 1)):
+                m.d.sync += x.b_src.eq(_SRC_DMA)
         with m.FSM(name="seq"):
             with m.State("IDLE"):
                 go = regs.ctrl[0] & ~x.resetting & c.init_done
@@ -723,7 +744,8 @@ class VrexCore(wiring.Component):
                                **beta)
                     with m.If(e.cmd.ready):
                         m.d.sync += [x.attn_done.eq(0), i.eq(0), x.phase.eq(2),
-                                     x.b_src.eq(Mux(nsel != 0, _SRC_KV, _SRC_DMA))]
+                                     x.b_src.eq(Mux(nsel != 0, _SRC_KV, _SRC_DMA)),
+                                     x.kv_left.eq(fetched << x.kv_lg)]
                         m.next = "H_ATT_SINKS"
             with m.State("H_ATT_SINKS"):
                 with m.If(sinks == 0):
@@ -758,7 +780,7 @@ class VrexCore(wiring.Component):
 
             with m.State("H_ATT_WAIT"):
                 with m.If(k.o_kv.valid & k.o_kv.payload.end & k.o_kv.ready):
-                    m.d.sync += x.b_src.eq(_SRC_DMA)
+                    m.d.sync += x.b_src.eq(Mux(x.kv_left != 0, _SRC_PAD, _SRC_DMA))
                     with m.If(k.o_kv.payload.stale | k.o_kv.payload.error):
                         raise_error(Mux(k.o_kv.payload.stale, _E["KV_STALE"][0],
                                         _E["BUS_READ"][0]),

@@ -168,6 +168,19 @@ def compare_windows(plan: StreamPlan, mem_read) -> tuple[int, list]:
     return checked, bad
 
 
+def fetch_chunks(counts: list, b_rows: int) -> list:
+    """The core's chunks of a set longer than B (docs/core.md): the selected clusters' member
+    counts, in selection order, packed whole into chunks of at most ``b_rows`` tokens (the
+    sinks and the step's own tokens follow in a last chunk of their own); their lengths."""
+    chunks, cur = [], 0
+    for c in counts:
+        if cur and cur + c > b_rows:
+            chunks.append(cur)
+            cur = 0
+        cur += c
+    return chunks + ([cur] if cur else [])
+
+
 def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = True) -> list:
     """Every difference between the run and the golden model, as sentences naming the
     step, layer, head and token (empty: the run matches bit for bit). ``taps=False``: the
@@ -185,10 +198,14 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
                     [(f"{where} head {hr_i} (end)", None)]
             if hr.selected:
                 # a set longer than B is attended in chunks, each fetched again per row
-                # tile and pass (docs/core.md): every token that many times
-                copies = 1 if hr.attended <= cfg.attn_b_rows else \
-                    2 * -(-gq * ls.step_len // cfg.attn_n)
-                want_f.append((f"{where} head {hr_i}", sorted(hr.fetched), copies))
+                # tile and pass (docs/core.md): every token that many times, in that many
+                # fetches (each closed by an end beat)
+                copies, runs = 1, 1
+                if hr.attended > cfg.attn_b_rows:
+                    copies = 2 * -(-gq * ls.step_len // cfg.attn_n)
+                    runs = copies * len(fetch_chunks(
+                        [hr.counts[c] for c in hr.selected], cfg.attn_b_rows))
+                want_f.append((f"{where} head {hr_i}", sorted(hr.fetched), copies, runs))
         for g in range(ls.hashes.shape[0]):
             for i in range(ls.hashes.shape[1]):
                 tok = ls.token0 + ls.hashed + i
@@ -217,15 +234,14 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
         else:
             cur.append(tok)
     fetches, r = [], 0
-    for _, toks, copies in want_f:
-        got = []
-        while r < len(runs) and len(got) < copies * len(toks):
-            got += runs[r]
-            r += 1
-        fetches.append(sorted(got))
+    for *_, n_runs in want_f:
+        if r >= len(runs):
+            break
+        fetches.append(sorted(sum(runs[r:r + n_runs], [])))
+        r += n_runs
     fetches += runs[r:]
     if taps:
-        seq("fetched tokens", [(w, sorted(toks * copies)) for w, toks, copies in want_f],
+        seq("fetched tokens", [(w, sorted(toks * copies)) for w, toks, copies, _ in want_f],
             fetches)
     for k, ls in enumerate(plan.golden):
         if k >= len(obs.o_rows):

@@ -22,7 +22,8 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
              seed: int = 0, max_cycles: int = 2_000_000, faults: dict | None = None,
              dut=None, vcd: str | None = None):
     """Run the plan's stream; returns ``(Observed, info)`` with ``info``: cycles, the error
-    register, the counters (name -> value) and the memory model."""
+    register (the first error seen while it ran) and the error address, the counters (name
+    -> value) and the memory model. ``faults``: as ``AxiMemSim.faults``."""
     cfg = plan.cfg
     dut = dut or VrexCore(cfg)
     pauses = {}
@@ -61,6 +62,9 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
                 info["error"] = err
         err, _ = await host.read(ctx, OFF["ERROR_CODE"])
         info["error"] = info["error"] or err
+        lo, _ = await host.read(ctx, OFF["ERROR_ADDR_LO"])
+        hi, _ = await host.read(ctx, OFF["ERROR_ADDR_HI"])
+        info["error_addr"] = lo | hi << 32
         info["perf"] = {}
         for r in regmap.perf_registers(regmap.core_blocks()):
             v, _ = await host.read(ctx, r.offset)

@@ -346,6 +346,35 @@ async def read_error_stores_nothing_of_its_descriptor(dut):
 
 
 @cocotb.test()
+async def fetch_read_error_is_padded_and_nothing_else_changes(dut):
+    """SLVERR on a fetched KV block's read (the first far-tier block's first read: a block
+    in the far tier is only ever read by fetches): the KVMU drops the fetch's other beats
+    and the core pads the engine's B up to the command's tokens (nothing hangs); BUS_READ
+    with the block's address and the descriptor's version; every descriptor completes; every
+    hash, cluster and selection, every other head's fetch and output row, and every later
+    fetch of the block (the stored KV unchanged) equal the golden model."""
+    cfg = tb_config()
+    plan = _synthetic(cfg, 9)
+    far = cfg.block_registers("kvmu")["far_base"]
+    tb = CoreTB(dut, latency=(0, 20), bus_pause=0.2, seed=9)
+    await tb.start()
+    tb.ram.faults[("read", far)] = 2
+    err = await tb.run_plan(plan)
+    assert err & 0xFF == regmap.ERRORS["BUS_READ"][0], hex(err)
+    lo, hi = await tb.read(OFF["ERROR_ADDR_LO"]), await tb.read(OFF["ERROR_ADDR_HI"])
+    assert lo | hi << 32 == far, hex(lo | hi << 32)
+    k = [d["version"] for d in plan.descriptors].index(err >> 16)
+    where = f"step {plan.golden[k].step} layer {plan.golden[k].layer} "
+    bad = compare_run(plan, tb.obs, limit=1000)
+    assert any(b.startswith(f"fetched tokens of {where}") for b in bad), bad
+    others = [b for b in bad if not b.startswith((f"fetched tokens of {where}",
+                                                  f"output of {where}"))]
+    assert not others, "\n".join(others)
+    dut._log.info(f"fetch error in {where}(descriptor {k}): "
+                  f"{len(bad)} differences, all of that descriptor's failed fetch")
+
+
+@cocotb.test()
 async def soft_reset_mid_stream_then_a_new_stream(dut):
     """A soft reset while the core runs (bursts in flight, under pauses and latency): it
     returns to idle with an empty queue and no error; the same stream then runs again from

@@ -106,6 +106,41 @@ def test_core_limit_is_reported_and_the_stream_goes_on():
     assert info["perf"]["kvmu_stored_tokens"] == stored
 
 
+@pytest.mark.parametrize("b_rows, answers, latency, pauses", [
+    (32, [2], 0, 0.0),          # a whole set's fetch; a later step fetches the block again
+    (16, [0, 2], 5, 0.3),       # the chunked set's maximum's pass
+    (16, [0, 0, 3], 3, 0.2),    # its sums' pass, DECERR
+])
+def test_core_fetch_read_error(b_rows, answers, latency, pauses):
+    """An error answer on a fetched KV block's read (the first block stored, the n-th time
+    it is read): the KVMU drops the fetch's other beats, the core pads the engine's B with
+    zeros up to the command's tokens so nothing waits for ever; BUS_READ with the
+    descriptor's version and the block's address; every descriptor completes; every hash,
+    cluster and selection, every other head's fetch and output row, and every later fetch of
+    the block (the stored KV unchanged) equal the golden model."""
+    from vrex import regmap
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    cfg = tiny_config("paper", n_hp=16, attn_b_rows=b_rows, wtu_row_entries=16)
+    plan = plan_stream(tr, qt, cfg)
+    near = cfg.block_registers("kvmu")["near_base"]
+    obs, info = run_core(plan, latency=latency, bus_pauses=pauses, seed=6,
+                         max_cycles=200_000, faults={("read", near): list(answers)})
+    assert info["error"] & 0xFF == regmap.ERRORS["BUS_READ"][0], hex(info["error"])
+    assert info["error_addr"] == near, hex(info["error_addr"])
+    assert obs.done == len(plan.descriptors)
+    k = [d["version"] for d in plan.descriptors].index(info["error"] >> 16)
+    where = f"step {plan.golden[k].step} layer {plan.golden[k].layer} "
+    bad = compare_run(plan, obs, limit=1000)
+    assert any(b.startswith(f"fetched tokens of {where}") for b in bad), bad
+    others = [b for b in bad if not b.startswith((f"fetched tokens of {where}",
+                                                  f"output of {where}"))]
+    assert not others, others
+    chunked = plan.golden[k].heads[0].attended > b_rows
+    assert chunked == (b_rows == 16)
+
+
 @pytest.mark.parametrize("layers, kv_heads, contexts, bus, n_hp, latency, pauses", [
     (2, 1, 1, 16, 32, 0, 0.0),      # two layers' windows through one context
     (2, 1, 1, 8, 64, 3, 0.0),       # 16-byte context words on an 8-byte bus

@@ -22,6 +22,7 @@ from rtl import KvMemoryManager
 from verif.kvmu.model import check_memory, check_scored, cmd_beats, data_beats, expect, \
     random_rows, registers, synthetic_ops, trace_ops
 from verif.kvmu.sim import COUNTERS
+from verif.lib.axi_sim import take_fault
 from verif.lib.cocotb_tb import BlockTB, Ticker, cycle_now, named, until_cycle
 from verif.lib.pauses import CROSSINGS, pause
 from verif.lib.scoreboard import compare, compare_counters
@@ -63,7 +64,8 @@ class LatencyAr:
 class FaultRam(AxiRam):
     """``AxiRam`` with one-shot faults: ``faults[("read"|"write", addr)] = 2 | 3`` answers
     the read beat at ``addr``, or the write burst starting at ``addr``, with SLVERR (2) or
-    DECERR (3)."""
+    DECERR (3); a list answers the accesses to ``addr`` in turn (``[0, 2]``: the second
+    fails; ``verif.lib.axi_sim.take_fault``)."""
 
     def __init__(self, bus, clk, rst, *, size, latency=None):
         super().__init__(bus, clk, rst, size=size)
@@ -75,15 +77,15 @@ class FaultRam(AxiRam):
         orig_r_send, orig_b_send = rd.r_channel.send, wr.b_channel.send
 
         async def read(address, length):
-            resp = self.faults.pop(("read", address), None)
-            if resp is not None:
+            resp = take_fault(self.faults, ("read", address))
+            if resp:
                 self._pending["read"].append(resp)
                 raise IOError("injected read fault")
             return await orig_read(address, length)
 
         async def write(address, data):
-            resp = self.faults.pop(("write", address), None)
-            if resp is not None:
+            resp = take_fault(self.faults, ("write", address))
+            if resp:
                 self._pending["write"].append(resp)
                 raise IOError("injected write fault")
             return await orig_write(address, data)

@@ -13,7 +13,21 @@ from collections import deque
 
 from .pauses import no_pause
 
-__all__ = ["AxiMemSim"]
+__all__ = ["AxiMemSim", "take_fault"]
+
+
+def take_fault(faults: dict, key) -> int:
+    """The answer of the access ``key`` (``("read"|"write", addr)``) under ``faults``: a
+    response code, one-shot; or a list of them, one per access to that address in turn
+    (``[0, 2]``: the first is answered OKAY, the second SLVERR). 0: no fault."""
+    v = faults.get(key, 0)
+    if isinstance(v, list):
+        resp = v.pop(0) if v else 0
+        if not v:
+            del faults[key]
+        return resp
+    faults.pop(key, None)
+    return v
 
 
 class AxiMemSim:
@@ -29,7 +43,7 @@ class AxiMemSim:
         self.mem: dict[int, int] = {}
         self.ar_log: list = []          # (addr, bytes) per read burst, in order
         self.aw_log: list = []
-        self.faults: dict = {}          # ("read"|"write", addr) -> resp, one-shot
+        self.faults: dict = {}          # ("read"|"write", addr) -> resp(s): take_fault
         self.stop = False
 
     def sig(self, name):
@@ -63,7 +77,7 @@ class AxiMemSim:
                 a = addr + beat * self.bus
                 ctx.set(s("rid"), rid)
                 if held is None:
-                    held = self.faults.pop(("read", a), 0)
+                    held = take_fault(self.faults, ("read", a))
                 resp = held
                 ctx.set(s("rdata"), int.from_bytes(self.read_bytes(a, self.bus), "little"))
                 ctx.set(s("rresp"), resp)
@@ -109,7 +123,7 @@ class AxiMemSim:
                 for i in range(self.bus):
                     if strb >> i & 1:
                         self.mem[a + i] = raw[i]
-                resp = resp or self.faults.pop(("write", a), 0)
+                resp = resp or take_fault(self.faults, ("write", a))
                 last = bool(ctx.get(s("wlast")))
                 assert last == (beat == beats - 1), \
                     f"W: wlast={last} on beat {beat} of a {beats}-beat burst at {addr:#x}"
