@@ -71,7 +71,7 @@ def score_cycles(n: int, m: int, k: int, l: int) -> int:
     if m == 0 or l == 0:
         return 0
     kc, mt, lt = _cdiv(k, n), _cdiv(m, n), _cdiv(l, n)
-    array_latency = 2 * n + 1       # rtl/attn/array.py: SystolicArray.latency
+    array_latency = 2 * n + 2       # rtl/attn/array.py: SystolicArray.latency
     return (1 + l * kc + min(n, m) * kc + 2 + mt * lt * max(k, n) - 1 + array_latency
             - (n - 1 - (m - 1) % n))
 

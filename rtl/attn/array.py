@@ -92,8 +92,8 @@ class SystolicArray(wiring.Component):
     def latency(self) -> int:
         """Cycles from the transfer of a tile's last beat to the offer of its last row, ``o``
         ready: the skew and the array (2n - 1), the product register (1), the result
-        register (1)."""
-        return 2 * self._n + 1
+        register (1), the output register (1)."""
+        return 2 * self._n + 2
 
     @property
     def queue_rows(self) -> int:
@@ -220,12 +220,19 @@ class SystolicArray(wiring.Component):
                 lambda p_, q_: p_ | q_, f"drain_c{c}"))
         out_row = Signal(range(n))
         put, get = Signal(), Signal()
-        m.d.comb += [self.o.valid.eq(has | any_done),
-                     self.o.payload.c.eq(Mux(has, rd.data.as_value(), row.as_value())),
-                     self.o.payload.row.eq(out_row),
-                     self.o.payload.last.eq(out_row == n - 1),
-                     get.eq(has & self.o.ready),
-                     put.eq(any_done & (has | ~self.o.ready)),
+        # the output register: every consumer starts at flip-flops (the queue's multiplexer
+        # and the drain's OR tree were the head of the engine's critical path); it loads
+        # whenever it is empty or its row is taken, so rows still leave one a cycle
+        o_valid, o_row = Signal(), Signal(self.out_layout)
+        go_valid, go_ready = Signal(), Signal()
+        m.d.comb += [self.o.valid.eq(o_valid), self.o.payload.eq(o_row),
+                     go_valid.eq(has | any_done), go_ready.eq(~o_valid | self.o.ready)]
+        with m.If(go_ready):
+            m.d.sync += [o_valid.eq(go_valid),
+                         o_row.c.eq(Mux(has, rd.data.as_value(), row.as_value())),
+                         o_row.row.eq(out_row), o_row.last.eq(out_row == n - 1)]
+        m.d.comb += [get.eq(has & go_ready),
+                     put.eq(any_done & (has | ~go_ready)),
                      rd.addr.eq(consume), wr.addr.eq(produce), wr.data.eq(row), wr.en.eq(put)]
         step = (lambda v: Mux(v == q - 1, 0, v + 1))
         with m.If(put):
@@ -234,8 +241,8 @@ class SystolicArray(wiring.Component):
             m.d.sync += consume.eq(step(consume))
         m.d.comb += count_next.eq(count + put - get)
         m.d.sync += [count.eq(count_next), has.eq(count_next != 0)]
-        x.drained = Signal()
-        m.d.comb += x.drained.eq(self.o.valid & self.o.ready)
+        x.drained = Signal()                    # a row into the output register
+        m.d.comb += x.drained.eq(go_valid & go_ready)
         with m.If(x.drained):
             m.d.sync += out_row.eq(Mux(out_row == n - 1, 0, out_row + 1))
         owed = Signal(range(q + n + 1))
@@ -250,7 +257,7 @@ class SystolicArray(wiring.Component):
         # tiles whose last beat is in, not drained: at most the rows owed over n, plus one
         pending = Signal(range(self.queue_rows + 2))
         tile_out = Signal()
-        m.d.comb += tile_out.eq(x.drained & self.o.payload.last)
+        m.d.comb += tile_out.eq(self.o.valid & self.o.ready & self.o.payload.last)
         with m.If(take):
             m.d.sync += in_tile.eq(~self.i.payload.last)
         m.d.sync += pending.eq(pending + (take & self.i.payload.last) - tile_out)
@@ -262,7 +269,7 @@ class SystolicArray(wiring.Component):
             m.d.sync += perf.beats.eq(perf.beats + 1)
         with m.If(self.i.valid & ~self.i.ready):
             m.d.sync += perf.held.eq(perf.held + 1)
-        with m.If(x.drained):
+        with m.If(self.o.valid & self.o.ready):
             m.d.sync += perf.rows.eq(perf.rows + 1)
             with m.If(self.o.payload.last):
                 m.d.sync += perf.tiles.eq(perf.tiles + 1)
