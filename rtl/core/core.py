@@ -347,9 +347,8 @@ class VrexCore(wiring.Component):
         # from the fetch's end beat; docs/core.md)
         # (counted in the sequencer, which owns b_src and kv_left)
         x.kv_take = Signal()
-        m.d.comb += x.kv_take.eq(rb.ready & (
-            ((x.b_src == _SRC_KV) & k.o_kv.valid & ~k.o_kv.payload.end & (x.kv_left != 0)) |
-            (x.b_src == _SRC_PAD)))
+        m.d.comb += x.kv_take.eq(rb.valid & rb.ready &
+                                 ((x.b_src == _SRC_KV) | (x.b_src == _SRC_PAD)))
 
     # --- light attention over a set longer than B ----------------------------------------
     def _chunked_attention(self, m, x, lc, s):
