@@ -441,12 +441,7 @@ class VrexCore(wiring.Component):
                 with m.If(self.kvmu.i_cmd.ready):
                     m.d.sync += i.eq(i + 1)
         with m.State("L_FWAIT"):
-            ko = self.kvmu.o_kv
-            with m.If(ko.valid & ko.payload.end & ko.ready):
-                m.d.sync += x.b_src.eq(Mux(x.kv_left != 0, _SRC_PAD, _SRC_DMA))
-                with m.If(ko.payload.stale | ko.payload.error):
-                    raise_error(Mux(ko.payload.stale, _E["KV_STALE"][0], _E["BUS_READ"][0]),
-                                Mux(ko.payload.stale, 0, self.kvmu.error_addr))
+            with m.If(s["fetch_ended"]()):
                 m.next = "L_NEXT"
         with m.State("L_NEXT"):
             m.d.sync += [lc.t0.eq(lc.t0 + lc.clen), lc.clen.eq(0), lc.ci0.eq(lc.ci)]
@@ -558,6 +553,19 @@ class VrexCore(wiring.Component):
         def raise_error(code, addr=0):
             m.d.comb += [x.err_code.eq(code), x.err_addr.eq(addr)]
             m.d.sync += x.failed.eq(1)
+
+        def fetch_ended():
+            """A fetch's end beat (returned: it is taken this cycle) turns B's source back to
+            the DMA, through the zero padding if the fetch came short, and reports its stale
+            or error flag."""
+            ko = k.o_kv
+            end = ko.valid & ko.payload.end & ko.ready
+            with m.If(end):
+                m.d.sync += x.b_src.eq(Mux(x.kv_left != 0, _SRC_PAD, _SRC_DMA))
+                with m.If(ko.payload.stale | ko.payload.error):
+                    raise_error(Mux(ko.payload.stale, _E["KV_STALE"][0], _E["BUS_READ"][0]),
+                                Mux(ko.payload.stale, 0, k.error_addr))
+            return end
 
         def push(**fields):
             m.d.comb += pq.w_en.eq(1)
@@ -775,15 +783,10 @@ class VrexCore(wiring.Component):
                 engine_cmd=engine_cmd, kvmu_cmd=kvmu_cmd, push=push, raise_error=raise_error,
                 sm_r=sm_r, cm_f=cm_f, nsel=nsel, sinks=sinks, t=t, rows=rows, ptr=ptr, dsc=dsc,
                 gi=gi, gj=gj, i=i, beta=beta, row_beats=row_beats, pq=pq,
-                sink_pairs=sink_pairs, own_pairs=own_pairs))
+                sink_pairs=sink_pairs, own_pairs=own_pairs, fetch_ended=fetch_ended))
 
             with m.State("H_ATT_WAIT"):
-                with m.If(k.o_kv.valid & k.o_kv.payload.end & k.o_kv.ready):
-                    m.d.sync += x.b_src.eq(Mux(x.kv_left != 0, _SRC_PAD, _SRC_DMA))
-                    with m.If(k.o_kv.payload.stale | k.o_kv.payload.error):
-                        raise_error(Mux(k.o_kv.payload.stale, _E["KV_STALE"][0],
-                                        _E["BUS_READ"][0]),
-                                    Mux(k.o_kv.payload.stale, 0, k.error_addr))
+                fetch_ended()
                 # the overlap: once the fetches are in, the next head's counts list runs in
                 # the KVMU while the engine attends (the HC table is the step's, unchanged
                 # until the stores after the last head)
