@@ -18,7 +18,7 @@ import numpy as np
 from vrex.regmap import ERRORS
 
 __all__ = ["buffer_bytes", "check_descriptor", "HeadResult", "LayerStep", "run_stream",
-           "window_moves"]
+           "window_moves", "fetch_chunks"]
 
 
 def buffer_bytes(desc: dict, cfg) -> dict:
@@ -147,6 +147,19 @@ def run_stream(trace, qt, cfg, steps=None) -> list:
                 hashes=run.hashes[l, :, first:b].copy(),
                 clusters=run.cluster_of[l, :, first:b].copy()))
     return out
+
+
+def fetch_chunks(counts: list, b_rows: int) -> list:
+    """The core's chunks of a set longer than B (docs/core.md): the selected clusters' member
+    counts, in selection order, packed whole into chunks of at most ``b_rows`` tokens (the
+    sinks and the step's own tokens follow in a last chunk of their own); their lengths."""
+    chunks, cur = [], 0
+    for c in counts:
+        if cur and cur + c > b_rows:
+            chunks.append(cur)
+            cur = 0
+        cur += c
+    return chunks + ([cur] if cur else [])
 
 
 def window_moves(golden_steps, cfg) -> list:

@@ -554,17 +554,27 @@ class VrexCore(wiring.Component):
             m.d.comb += [x.err_code.eq(code), x.err_addr.eq(addr)]
             m.d.sync += x.failed.eq(1)
 
+        # the KVMU's (sticky) error as it stood before the fetch in flight: a fetch's read
+        # error raises the KVMU's error, reported with its address (``_errors``), unless it
+        # was already raised; only then does the fetch's end beat report it (so each error
+        # is reported and counted once)
+        kerr_before = Signal()
+        with m.If(x.b_src == _SRC_DMA):
+            m.d.sync += kerr_before.eq(k.error)
+
         def fetch_ended():
             """A fetch's end beat (returned: it is taken this cycle) turns B's source back to
             the DMA, through the zero padding if the fetch came short, and reports its stale
-            or error flag."""
+            flag, or its error flag if the KVMU's error was raised before (address 0: the
+            KVMU keeps its first error's)."""
             ko = k.o_kv
             end = ko.valid & ko.payload.end & ko.ready
             with m.If(end):
                 m.d.sync += x.b_src.eq(Mux(x.kv_left != 0, _SRC_PAD, _SRC_DMA))
-                with m.If(ko.payload.stale | ko.payload.error):
-                    raise_error(Mux(ko.payload.stale, _E["KV_STALE"][0], _E["BUS_READ"][0]),
-                                Mux(ko.payload.stale, 0, k.error_addr))
+                with m.If(ko.payload.stale):
+                    raise_error(_E["KV_STALE"][0])
+                with m.Elif(ko.payload.error & kerr_before):
+                    raise_error(_E["BUS_READ"][0])
             return end
 
         def push(**fields):

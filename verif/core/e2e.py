@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from golden.core import run_stream
+from golden.core import fetch_chunks, run_stream
 from golden.numerics import hyperplanes
 from vrex import regmap
 
 __all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run",
+           "failed_fetches",
            "compare_windows", "window_moves"]
 
 ALIGN = 64
@@ -168,17 +169,15 @@ def compare_windows(plan: StreamPlan, mem_read) -> tuple[int, list]:
     return checked, bad
 
 
-def fetch_chunks(counts: list, b_rows: int) -> list:
-    """The core's chunks of a set longer than B (docs/core.md): the selected clusters' member
-    counts, in selection order, packed whole into chunks of at most ``b_rows`` tokens (the
-    sinks and the step's own tokens follow in a last chunk of their own); their lengths."""
-    chunks, cur = [], 0
-    for c in counts:
-        if cur and cur + c > b_rows:
-            chunks.append(cur)
-            cur = 0
-        cur += c
-    return chunks + ([cur] if cur else [])
+def failed_fetches(bad: list) -> tuple[set, list]:
+    """Split :func:`compare_run`'s differences of a run with failed fetches: the
+    descriptors (``"step S layer L "``) whose fetched tokens differ, and every difference
+    that is neither such a fetch nor an output row of one of them (expected empty)."""
+    import re
+    pat = re.compile(r"(fetched tokens|output) of (step \d+ layer \d+ )")
+    hit = {mo.group(2) for b in bad
+           if (mo := pat.match(b)) and mo.group(1) == "fetched tokens"}
+    return hit, [b for b in bad if not ((mo := pat.match(b)) and mo.group(2) in hit)]
 
 
 def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = True) -> list:

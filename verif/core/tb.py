@@ -15,7 +15,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 
-from verif.core.e2e import Observed, compare_run, plan_stream, synthetic_stream
+from verif.core.e2e import Observed, compare_run, failed_fetches, plan_stream, synthetic_stream
 from verif.kvmu.tb import FaultRam
 from verif.lib.cocotb_tb import CLOCK_NS, Ticker, cycle_now, until_cycle
 from verif.lib.pauses import pause
@@ -365,13 +365,12 @@ async def fetch_read_error_is_padded_and_nothing_else_changes(dut):
     assert lo | hi << 32 == far, hex(lo | hi << 32)
     k = [d["version"] for d in plan.descriptors].index(err >> 16)
     where = f"step {plan.golden[k].step} layer {plan.golden[k].layer} "
-    bad = compare_run(plan, tb.obs, limit=1000)
-    assert any(b.startswith(f"fetched tokens of {where}") for b in bad), bad
-    others = [b for b in bad if not b.startswith((f"fetched tokens of {where}",
-                                                  f"output of {where}"))]
+    hit, others = failed_fetches(compare_run(plan, tb.obs, limit=1000))
     assert not others, "\n".join(others)
-    dut._log.info(f"fetch error in {where}(descriptor {k}): "
-                  f"{len(bad)} differences, all of that descriptor's failed fetch")
+    assert hit == {where}, hit
+    assert (await tb.counters())["core_errors"] == 1
+    dut._log.info(f"fetch error in {where}(descriptor {k}): the only differences are that "
+                  f"descriptor's failed fetch and its output rows")
 
 
 @cocotb.test()
@@ -403,8 +402,11 @@ async def soft_reset_mid_stream_then_a_new_stream(dut):
 async def soak(dut):
     """A long synthetic stream (VREX_SOAK_FRAMES frames, 6 by default) under random
     pipelined read latency (0-80 cycles) and pauses on every channel, with SLVERR injected on
-    one output write in every fourth descriptor: every hash, cluster, selection, fetch and
-    every output row not hit by a fault equals the golden model; each fault is reported."""
+    one output write in every fourth descriptor and on a fetched KV block's read (the far
+    tier's first block, its first read, a fetch's: a block there is read by fetches only):
+    every hash, cluster, selection, fetch and every output row not hit by a fault equals the
+    golden model (the failed fetch's descriptor differs in that fetch and its output rows
+    alone); each fault is reported once."""
     cfg = tb_config()
     frames = int(os.environ.get("VREX_SOAK_FRAMES", 6))
     tr, qt = synthetic_stream(11, **{**SYNTH, "n_frames": frames})
@@ -414,27 +416,34 @@ async def soak(dut):
     hit = [k for k in range(3, len(plan.descriptors), 4)]
     for k in hit:
         tb.ram.faults[("write", plan.descriptors[k]["o_addr"])] = 2
+    far = ("read", cfg.block_registers("kvmu")["far_base"])
+    tb.ram.faults[far] = 2
     err = await tb.run_plan(plan)
-    assert err & 0xFF == regmap.ERRORS["BUS_WRITE"][0], hex(err)
+    assert far not in tb.ram.faults, "the stream never fetched the far tier's first block"
+    assert err & 0xFF in (regmap.ERRORS["BUS_WRITE"][0], regmap.ERRORS["BUS_READ"][0]), \
+        hex(err)
     n = cfg.attn_n
     for k in hit:
         o = tb.obs.o_rows[k].copy()
         assert (o[0, 0, :n] == -0x5A5B).all(), "a failed write changed memory"
         o[0, 0, :n] = plan.golden[k].heads[0].o[0, :n]
         tb.obs.o_rows[k] = o
-    bad = compare_run(plan, tb.obs)
-    assert not bad, "\n".join(bad)
+    failed, others = failed_fetches(compare_run(plan, tb.obs, limit=1000))
+    assert not others, "\n".join(others)
+    assert len(failed) == 1, failed
     perf = await tb.counters()
-    assert perf["core_errors"] == len(hit), \
-        f"{perf['core_errors']} errors, {len(hit)} injected (another error came too)"
+    assert perf["core_errors"] == len(hit) + 1, \
+        f"{perf['core_errors']} errors, {len(hit) + 1} injected (another error came too)"
     dut._log.info(f"soak: {len(plan.descriptors)} descriptors, {tb.cycle} cycles, "
-                  f"{len(hit)} injected write errors, zero mismatches")
+                  f"{len(hit)} injected write errors and a fetch read error (in "
+                  f"{failed.pop().strip()}), no other mismatch")
     out = os.environ.get("VREX_SOAK_OUT")
     if out:
         import json
         with open(out, "w") as f:
             json.dump({"descriptors": len(plan.descriptors), "cycles": tb.cycle,
-                       "frames": frames, "write_errors": len(hit), "mismatches": 0}, f)
+                       "frames": frames, "write_errors": len(hit), "fetch_read_errors": 1,
+                       "mismatches": 0}, f)
 
 
 @cocotb.test()

@@ -110,6 +110,7 @@ def test_core_limit_is_reported_and_the_stream_goes_on():
     (32, [2], 0, 0.0),          # a whole set's fetch; a later step fetches the block again
     (16, [0, 2], 5, 0.3),       # the chunked set's maximum's pass
     (16, [0, 0, 3], 3, 0.2),    # its sums' pass, DECERR
+    (32, [2, 2], 2, 0.2),       # two fetches fail: the second after the KVMU's error is up
 ])
 def test_core_fetch_read_error(b_rows, answers, latency, pauses):
     """An error answer on a fetched KV block's read (the first block stored, the n-th time
@@ -117,9 +118,10 @@ def test_core_fetch_read_error(b_rows, answers, latency, pauses):
     zeros up to the command's tokens so nothing waits for ever; BUS_READ with the
     descriptor's version and the block's address; every descriptor completes; every hash,
     cluster and selection, every other head's fetch and output row, and every later fetch of
-    the block (the stored KV unchanged) equal the golden model."""
+    the block (the stored KV unchanged) equal the golden model. Each failed fetch is one
+    error (``core_errors``): the KVMU's first, then (its error sticky) the fetch's end beat."""
     from vrex import regmap
-    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .e2e import compare_run, failed_fetches, plan_stream, synthetic_stream
     from .sim_core import run_core
     tr, qt = synthetic_stream(4, **TINY)
     cfg = tiny_config("paper", n_hp=16, attn_b_rows=b_rows, wtu_row_entries=16)
@@ -130,13 +132,14 @@ def test_core_fetch_read_error(b_rows, answers, latency, pauses):
     assert info["error"] & 0xFF == regmap.ERRORS["BUS_READ"][0], hex(info["error"])
     assert info["error_addr"] == near, hex(info["error_addr"])
     assert obs.done == len(plan.descriptors)
+    failures = sum(1 for a in answers if a)
+    assert info["perf"]["core_errors"] == failures, info["perf"]["core_errors"]
     k = [d["version"] for d in plan.descriptors].index(info["error"] >> 16)
     where = f"step {plan.golden[k].step} layer {plan.golden[k].layer} "
-    bad = compare_run(plan, obs, limit=1000)
-    assert any(b.startswith(f"fetched tokens of {where}") for b in bad), bad
-    others = [b for b in bad if not b.startswith((f"fetched tokens of {where}",
-                                                  f"output of {where}"))]
+    # the differences: only the failed fetches' tokens and their descriptors' output rows
+    hit, others = failed_fetches(compare_run(plan, obs, limit=1000))
     assert not others, others
+    assert where in hit and len(hit) == failures, hit
     chunked = plan.golden[k].heads[0].attended > b_rows
     assert chunked == (b_rows == 16)
 
