@@ -102,6 +102,12 @@ class SystolicArray(wiring.Component):
         never waits."""
         return 2 * self._n + 2
 
+    @property
+    def output_rows(self) -> int:
+        """Rows the output register holds beside the queue while ``o`` is not taken: two
+        (its row and its skid buffer's spare)."""
+        return 2
+
     def tile_beats(self, k: int) -> int:
         """Beats a tile of reduction length k takes: k, padded to n."""
         return max(k, self._n)
@@ -220,17 +226,25 @@ class SystolicArray(wiring.Component):
                 lambda p_, q_: p_ | q_, f"drain_c{c}"))
         out_row = Signal(range(n))
         put, get = Signal(), Signal()
-        # the output register: every consumer starts at flip-flops (the queue's multiplexer
-        # and the drain's OR tree were the head of the engine's critical path); it loads
-        # whenever it is empty or its row is taken, so rows still leave one a cycle
+        # the output register, a two-entry skid buffer: every consumer starts at flip-flops
+        # (the queue's multiplexer and the drain's OR tree were the head of the engine's
+        # critical path), and the queue sees only the spare entry's flag, never ``o.ready``
+        # (the consumers' ready was the next limit): a row goes out from ``o_row``, or waits
+        # in ``spare`` while ``o_row`` is not taken; rows still leave one a cycle
         o_valid, o_row = Signal(), Signal(self.out_layout)
-        go_valid, go_ready = Signal(), Signal()
+        spare_valid, spare = Signal(), Signal(self.out_layout)
+        go_valid, go_ready, go_row = Signal(), Signal(), Signal(self.out_layout)
         m.d.comb += [self.o.valid.eq(o_valid), self.o.payload.eq(o_row),
-                     go_valid.eq(has | any_done), go_ready.eq(~o_valid | self.o.ready)]
-        with m.If(go_ready):
-            m.d.sync += [o_valid.eq(go_valid),
-                         o_row.c.eq(Mux(has, rd.data.as_value(), row.as_value())),
-                         o_row.row.eq(out_row), o_row.last.eq(out_row == n - 1)]
+                     go_valid.eq(has | any_done), go_ready.eq(~spare_valid),
+                     go_row.c.eq(Mux(has, rd.data.as_value(), row.as_value())),
+                     go_row.row.eq(out_row), go_row.last.eq(out_row == n - 1)]
+        with m.If(~o_valid | self.o.ready):
+            with m.If(spare_valid):
+                m.d.sync += [o_row.eq(spare), spare_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [o_valid.eq(go_valid), o_row.eq(go_row)]
+        with m.Elif(go_valid & go_ready):
+            m.d.sync += [spare.eq(go_row), spare_valid.eq(1)]
         m.d.comb += [get.eq(has & go_ready),
                      put.eq(any_done & (has | ~go_ready)),
                      rd.addr.eq(consume), wr.addr.eq(produce), wr.data.eq(row), wr.en.eq(put)]

@@ -731,19 +731,16 @@ class AttentionEngine(wiring.Component):
         with m.If(~x.start):
             m.d.sync += pos.eq(x.cur.pos0)
         lowest = Const(-(1 << (sb - 1)), signed(sb))
-        vals = []
         for t in range(n):
             m.d.comb += x.score_wr.data[t].eq(o.c[t])
-            v = Signal(signed(sb), name=f"score_in_{t}")
-            m.d.comb += v.eq(Mux(col0 + t < lim, o.c[t], lowest))
-            vals.append(v)
         # The row maxima trail the writes by a pipeline (for the clock: the array's drain
         # multiplexer, the masks, a tree of n compares and the running compare in one cycle
-        # limited the engine): s1 registers the masked beat, s2 the tree's lower half, and the
-        # running maximum takes the rest. Nothing waits for it: row r's last beat is taken at
-        # least n - 1 - r cycles before its tile's half is full, and the exp stage reads row
-        # r's maximum r·ceil(l / n) >= r cycles after that, so a maximum d cycles late is
-        # still in time when d <= n - 1 (d = 2 from n = 4 on, 1 at n = 2, none at n = 1).
+        # limited the engine): from n = 4 on, s0 registers the beat with its limit and first
+        # column, s1 the masked beat, s2 the tree's lower half, and the running maximum takes
+        # the rest. Nothing waits for it: row r's last beat is taken at least n - 1 - r cycles
+        # before its tile's half is full, and the exp stage reads row r's maximum
+        # r·ceil(l / n) >= r cycles after that, so a maximum d cycles late is still in time
+        # when d <= n - 1 (d = 3 from n = 4 on, 1 at n = 2, none at n = 1).
         vmax = lambda p, q: Mux(p > q, p, q)
         upd = SimpleNamespace(valid=write, half=half, row=o.row, first=x.out_j == 0)
 
@@ -757,6 +754,19 @@ class AttentionEngine(wiring.Component):
             return nxt, register(m, items, f"{name}_v")
 
         levels = exact_log2(n)
+        beat, lim_b, col0_b = list(o.c), lim, col0
+        if levels >= 2:
+            upd, regs = stage(upd, beat + [lim, col0], "score_s0")
+            beat, (lim_b, col0_b) = regs[:n], regs[n:]
+        # column col0 + t is attended when t < lim - col0 (one subtraction, n compares with
+        # constants)
+        left = Signal(signed(SPAN_BITS + 3), name="score_cols_left")
+        m.d.comb += left.eq(lim_b - col0_b)
+        vals = []
+        for t in range(n):
+            v = Signal(signed(sb), name=f"score_in_{t}")
+            m.d.comb += v.eq(Mux(left > t, beat[t], lowest))
+            vals.append(v)
         if levels >= 1:
             upd, vals = stage(upd, vals, "score_s1")
         if levels >= 2:

@@ -112,7 +112,7 @@ def test_blocked_output_waits_at_a_tiles_last_beat(name, k):
     assert state["lasts"] == len(tiles)
     # while nothing drains, only the tiles whose rows the queue and the output register hold
     # are let through
-    held_tiles = (dut.queue_rows + 1) // n
+    held_tiles = (dut.queue_rows + dut.output_rows) // n
     assert state["lasts_blocked"] == held_tiles, state
     assert state["perf"]["held"] >= blocked - (held_tiles + 1) * per_tile
     assert state["perf"]["tiles"] == len(tiles)
