@@ -33,7 +33,9 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
 - attend (the light attention): the fetch (a command per selected cluster), K and V into B
   (``2·l·d / min(n, bus)`` words), Q·Kᵀ tiles (``mt·lt·max(d, n)``), P·V tiles
   (``mt·kc·max(l, 9n)``: the dividers' 9 cycles a row bound a short tile), the exp passes
-  that nothing hides (``2n·lt``), round trips;
+  that nothing hides (``2n·lt``), round trips; a set longer than B (``attn_b_rows``) in
+  chunks (``golden.core.fetch_chunks``) has its own terms of the same operations per
+  command (two passes per row tile, a command per chunk; ``_chunked``);
 - hash: (``tuned``) the centring sums over the hash inputs and the biases' dot products and
   divisions;
 - store: per hashed token a constant, a constant per head (its four bursts), the slower of
@@ -54,10 +56,15 @@ import numpy as np
 
 from vrex.config import ctx_image_bytes as image_bytes
 
+from .core import fetch_chunks
+
 __all__ = ["PHASES", "descriptor_sizes", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "swap", "store")
+# the attend phase's terms of a head attended in chunks (:func:`_chunked`)
+CHUNK_TERMS = ("chunk_cmd", "chunk_kv", "chunk_qk", "chunk_sum", "chunk_q", "chunk_fetch",
+               "chunk_trips")
 
 
 def _cdiv(a, b):
@@ -89,16 +96,23 @@ def _geometry(cfg) -> dict:
                 // min(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes))
 
 
-def descriptor_sizes(ls, moves=()) -> dict:
+def descriptor_sizes(ls, moves=(), b_rows: int | None = None) -> dict:
     """What the model needs of one descriptor, from its golden results
-    (:class:`golden.core.LayerStep`) and its cluster windows' moves
-    (``golden.core.window_moves``): the sizes :func:`features` reads."""
+    (:class:`golden.core.LayerStep`), its cluster windows' moves
+    (``golden.core.window_moves``) and the build's B (``attn_b_rows``: a head whose set is
+    longer runs in chunks, ``golden.core.fetch_chunks``): the sizes :func:`features` reads."""
     kinds = [k for k, _ in moves]
+
+    def chunks(h):
+        if b_rows is None or h.attended <= b_rows:
+            return []
+        return fetch_chunks([h.counts[c] for c in h.selected], b_rows)
     return {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
             "saves": kinds.count("save"), "loads": kinds.count("load"),
             "flushes": kinds.count("flush"),
             "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
-                       "fetched": len(h.fetched), "attended": h.attended}
+                       "fetched": len(h.fetched), "attended": h.attended,
+                       "chunks": chunks(h)}
                       for h in ls.heads]}
 
 
@@ -121,7 +135,7 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     for p in ("cand", "counts_trip", "score", "select", "select_rows", "scored_head",
               "list_trips"):
         pr[p] = 0.0
-    for p in ("head", "qk", "pv", "kv_load", "q_load", "exp", "fetch", "trips"):
+    for p in ("head", "qk", "pv", "kv_load", "q_load", "exp", "fetch", "trips") + CHUNK_TERMS:
         at[p] = 0.0
     for j, h in enumerate(row["heads"]):
         C, S, l = h["cand"], h["sel"], h["attended"]
@@ -136,8 +150,11 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
             pr["select"] += rows * _cdiv(C, g["lanes"])
             pr["select_rows"] += rows
             pr["list_trips"] += lat
-        lt = _cdiv(l, n)
         at["head"] += 1
+        if h.get("chunks"):
+            _chunked(at, h["chunks"], row["sinks"] + t, S, rows, g, lat)
+            continue
+        lt = _cdiv(l, n)
         at["qk"] += mt * lt * max(d, n)
         at["pv"] += mt * kc * max(l, 9 * n)
         at["kv_load"] += 2 * l * d / wide
@@ -172,6 +189,28 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     sw["load"] = loads * words * rate
     sw["trips"] = (saves + loads) * lat
     return f
+
+
+def _chunked(at: dict, chunks, last: int, S: int, rows: int, g: dict, lat: int) -> None:
+    """A head's light attention over a set longer than B (docs/core.md, *Sets longer than
+    B*): per row tile of n query rows, the maximum's pass and the sums' pass, each a command
+    per chunk (the fetched ones, ``chunks``, then the sinks and own tokens, ``last``) that
+    loads the chunk's K and V into B and the tile's query rows into A, and multiplies the
+    rows by the chunk's keys (and, in the sums' pass, the weights by its values, after the
+    exp pass); every selected cluster fetched once a pass and tile."""
+    n, d, wide = g["n"], g["d"], min(g["n"], g["bus"])
+    mt, kc = _cdiv(rows, n), _cdiv(d, n)
+    lengths = list(chunks) + [last]
+    cmds = 2 * mt * len(lengths)
+    at["chunk_cmd"] += cmds
+    at["chunk_trips"] += cmds * lat
+    at["chunk_q"] += 2 * len(lengths) * rows * d / wide
+    at["chunk_fetch"] += 2 * mt * S
+    for lc in lengths:
+        lt = _cdiv(lc, n)
+        at["chunk_kv"] += 2 * mt * 2 * lc * d / wide
+        at["chunk_qk"] += 2 * mt * lt * max(d, n)
+        at["chunk_sum"] += mt * (kc * max(lc, 9 * n) + 2 * n * lt)
 
 
 def nnls(A: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
@@ -249,7 +288,7 @@ def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool) ->
     g = _geometry(cfg)
     tot = dict.fromkeys(PHASES, 0.0)
     for i, (ls, moves) in enumerate(zip(golden_steps, window_moves(golden_steps, cfg))):
-        row = dict(descriptor_sizes(ls, moves), first=i == 0)
+        row = dict(descriptor_sizes(ls, moves, cfg.attn_b_rows), first=i == 0)
         for ph, v in predict(coef, features(row, g, latency, centre)).items():
             tot[ph] += v
     return tot
@@ -270,6 +309,9 @@ def report(runs: dict, cfgs: dict) -> dict:
         tot_m, tot_p = sum(meas.values()), sum(pred.values())
         per_run[name] = {"role": role, "build": build, "latency": lat,
                          "stream": rep.get("stream"), "descriptors": len(mine),
+                         "chunked_heads": sum(1 for p in rep["presets"].values()
+                                              for r in p["rows"] for h in r["heads"]
+                                              if h.get("chunks")),
                          "measured": meas, "predicted": {k: round(v) for k, v in pred.items()},
                          "cycles": tot_m, "model": round(tot_p),
                          "error": (tot_p - tot_m) / tot_m,
@@ -315,6 +357,10 @@ PAPER = dict(
     # the HCU holds 2 of the 32 layers' cluster windows (1024 entries, 8-byte context
     # words): every layer saves one window and loads its own each frame
     window=1024, hcu_lanes=16, contexts=2, ctx_word_bytes=8,
+    # B holds 1024 tokens' K and V (256 KB a core): a longer attended set runs in chunks of
+    # whole clusters, two passes (the query rows' maxima, then the sums), every chunk's K and
+    # V fetched once a pass (the frame's 40 query rows of a KV head are one row tile)
+    b_rows=1024,
 )
 
 
@@ -325,7 +371,8 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
     KV head per core (prediction and attention; the hash and the stores of the layer's
     tokens, one hash group over every head, on one core). A layer's retrieval-and-attention
     time is the larger of those cycles and the bytes it moves over the shared LPDDR5
-    (fetched K and V, query, own K and V, the candidates' sums, output). The LLM's other work
+    (fetched K and V, once a pass when the set is longer than B and runs in chunks; query,
+    own K and V, the candidates' sums, output). The LLM's other work
     per layer (QKV, O and FFN projections on the frame's tokens) is the larger of its MACs
     on the 8 arrays at full use and its BF16 weights streamed over the shared LPDDR5.
     Reported: per-frame latency, frames per second, the prediction's share of attention and
@@ -352,12 +399,17 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
         fetched = round(P["retrieved"] * past)
         S = max(1, round(P["retrieved"] * C))
         l = P["sinks"] + fetched + t
-        heads = [{"cand": C, "sel": S, "fetched": fetched, "attended": l}] * per_core
+        chunks = fetch_chunks([P["cluster_tokens"]] * S, P["b_rows"]) if l > P["b_rows"] \
+            else []
+        heads = [{"cand": C, "sel": S, "fetched": fetched, "attended": l,
+                  "chunks": chunks}] * per_core
+        # the fetched K and V cross the bus once a pass and row tile when chunked
+        passes = 2 * _cdiv(gq * t, n) if chunks else 1
         row = {"tokens": t, "sinks": P["sinks"], "hashed": t, "heads": heads,
                "saves": swaps, "loads": swaps}
         ph = predict(coef, features(row, one, P["latency"], centre=False))
         core = ph["predict"] + ph["attend"]
-        byts = H * (2 * fetched * d * P["kv_bytes"] + C * 4 * d + gq * t * d * 3
+        byts = H * (2 * passes * fetched * d * P["kv_bytes"] + C * 4 * d + gq * t * d * 3
                     + 2 * t * d * P["kv_bytes"]) + t * H * d * (2 * P["kv_bytes"] + 8)
         layer = max(core, byts / P["shared_bus"]) + ph["hash"] + ph["swap"] + ph["store"]
         far = max(0, past - P["near_capacity_tokens"]) / past if past else 0.0
@@ -367,7 +419,7 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
         macs = gq * t * 2 * l * d * per_core
         out.append({
             "cache_tokens": cache, "candidates": C, "selected": S, "fetched": fetched,
-            "attended": l,
+            "attended": l, "chunks": len(chunks) + 1 if chunks else 0,
             "core_cycles_per_layer": {k: round(v) for k, v in ph.items()},
             "bus_bound": byts / P["shared_bus"] > core,
             "core_ms_per_frame": L * layer / hz * 1e3,

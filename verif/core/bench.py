@@ -52,11 +52,11 @@ def stream_plans(cfg):
                         spec.get("steps"))
 
 
-def golden_features(ls, moves=()) -> dict:
+def golden_features(ls, moves=(), b_rows=None) -> dict:
     """A descriptor's row: where it is in the stream and the sizes the cycle model reads."""
     from golden.cycles import descriptor_sizes
     return {"step": ls.step, "layer": ls.layer, "cached": ls.token0,
-            **descriptor_sizes(ls, moves),
+            **descriptor_sizes(ls, moves, b_rows),
             "attended": [h.attended for h in ls.heads],
             "candidates": [len(h.clusters) for h in ls.heads]}
 
@@ -86,7 +86,7 @@ async def measure(dut, tb, cfg, plans) -> dict:
                 await ClockCycles(dut.clk, 50)
             after = await tb.counters()
             tb.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(tb.ram.read(a, n)), i))
-            rows.append({**golden_features(plan.golden[i], moves[i]),
+            rows.append({**golden_features(plan.golden[i], moves[i], plan.cfg.attn_b_rows),
                          "cycles": after["core_busy"] - before["core_busy"],
                          "host_cycles": tb.cycle - c0,
                          **{p[5:]: after[p] - before[p] for p in PHASES},

@@ -44,6 +44,14 @@ BUILDS = {
     "A2": dict(attn_b_rows=1024, attn_acc_bits=34, hcu_contexts=2),
     "C2": dict(n_layers=2, n_q_heads=8, n_kv_heads=2, head_dim=64, attn_n=8,
                kvmu_bus_bytes=8, attn_b_rows=512, attn_acc_bits=33, hcu_contexts=1),
+    # sets longer than B in chunks (docs/core.md): the default build (B of 256: the bundled
+    # trace chunks from its fifth step), B's geometry with B of 128 (fitted); C's with B of 96
+    # (held out). (B also bounds the candidates a head scores: a build's streams stay below.)
+    "G": dict(),
+    "H": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=32, attn_n=4,
+              kvmu_bus_bytes=16, attn_b_rows=128, attn_acc_bits=33),
+    "C3": dict(n_layers=2, n_q_heads=8, n_kv_heads=2, head_dim=64, attn_n=8,
+               kvmu_bus_bytes=8, attn_b_rows=96, attn_acc_bits=33),
 }
 SYN = dict(prefix_tokens=12, header_tokens=2, question_tokens=8)
 # (name, role, build, stream spec for verif.core.bench's VREX_MEASURE, memory latency)
@@ -68,6 +76,9 @@ RUNS = [
     ("F_synth_lat80", "fit", "F",
      {"synthetic": dict(seed=10, n_frames=4, tokens_per_frame=24, **SYN),
       "presets": ["paper"]}, 80),
+    ("G_bundled_lat0", "fit", "G", {"trace": "bundled", "steps": 6, "presets": ["paper"]}, 0),
+    ("H_synth_lat20", "fit", "H",
+     {"synthetic": dict(seed=12, n_frames=8, tokens_per_frame=24, **SYN)}, 20),
     # held out: another real trace (bbb, three of its other layers), a longer bundled run at
     # another latency, another build and stream size
     ("A_bbb_lat30", "validate", "A",
@@ -85,6 +96,12 @@ RUNS = [
      {"trace": "bundled", "steps": 3, "presets": ["paper"]}, 60),
     ("C2_synth_lat30", "validate", "C2",
      {"synthetic": dict(seed=11, n_frames=5, tokens_per_frame=32, **SYN)}, 30),
+    # chunked sets held out: the bundled trace further on at another latency, C's geometry
+    ("G_bundled_lat50", "validate", "G",
+     {"trace": "bundled", "steps": 7, "presets": ["tuned"]}, 50),
+    ("C3_synth_lat40", "validate", "C3",
+     {"synthetic": dict(seed=13, n_frames=6, tokens_per_frame=32, **SYN),
+      "presets": ["tuned"]}, 40),
 ]
 
 

@@ -81,3 +81,42 @@ def test_paper_setting_arithmetic():
     assert a["fps"] == pytest.approx(1e3 / a["frame_ms"])
     assert b["frame_ms"] > a["frame_ms"] and b["fetched"] > a["fetched"]
     assert rep["assumptions"]["n"] == 64 and rep["assumptions"]["clock_mhz"] == 800
+
+
+def test_chunked_heads_have_their_own_terms():
+    """A head whose set is longer than B: per row tile a maximum's and a sums' pass, a
+    command per chunk (the fetched ones and the sinks and own tokens); its terms and not the
+    whole set's."""
+    g = cycles._geometry(Config())                  # n 8, d 64, 16-byte bus, G_q 3
+    row = _row(76, 328, cand=30, sel=14)
+    row["sinks"] = 24
+    row["heads"] = [dict(row["heads"][0], chunks=[228])] + row["heads"][1:]
+    f = cycles.features(row, g, 10, False)["attend"]
+    whole = cycles.features(_row(76, 328, cand=30, sel=14), g, 10, False)["attend"]
+    mt = -(-3 * 76 // 8)
+    assert f["chunk_cmd"] == 2 * mt * 2 and f["chunk_trips"] == 10 * f["chunk_cmd"]
+    assert f["chunk_kv"] == 2 * mt * 2 * (228 + 100) * 64 / 8
+    assert f["chunk_fetch"] == 2 * mt * 14
+    # the other two heads are whole: two thirds of the whole-set terms
+    assert f["qk"] == pytest.approx(whole["qk"] * 2 / 3) and f["head"] == 3
+
+
+def test_descriptor_sizes_chunk_what_b_cannot_hold():
+    from golden.core import HeadResult, LayerStep, fetch_chunks
+    h = HeadResult(clusters=[1, 2, 3, 4], counts=[100, 90, 80, 70], selected=[0, 2, 3],
+                   fetched=list(range(250)), attended=290, o=np.zeros((1, 1)))
+    ls = LayerStep(step=1, layer=0, token0=300, step_len=16, n_sink=24, hashed=0, beta_m=1,
+                   beta_shift=0, heads=[h], hashes=np.zeros((1, 16)), clusters=np.zeros((1, 16)))
+    assert cycles.descriptor_sizes(ls, b_rows=512)["heads"][0]["chunks"] == []
+    assert cycles.descriptor_sizes(ls, b_rows=256)["heads"][0]["chunks"] == [250]
+    assert cycles.descriptor_sizes(ls, b_rows=200)["heads"][0]["chunks"] == [180, 70] \
+        == fetch_chunks([100, 80, 70], 200)
+
+
+def test_paper_setting_chunks_sets_longer_than_b():
+    coef = {ph: {t: 1.0 for t in terms} for ph, terms in
+            cycles.features(_row(10, 100, 10, 3), cycles._geometry(Config()), 0,
+                            False).items()}
+    short, long_ = cycles.paper_setting(coef, caches=(1024, 40960))["frames"]
+    assert short["attended"] <= 1024 and short["chunks"] == 0
+    assert long_["attended"] > 1024 and long_["chunks"] == -(-long_["fetched"] // 1024) + 1
