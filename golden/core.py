@@ -18,7 +18,7 @@ import numpy as np
 from vrex.regmap import ERRORS
 
 __all__ = ["buffer_bytes", "check_descriptor", "HeadResult", "LayerStep", "run_stream",
-           "window_moves", "fetch_chunks"]
+           "window_moves", "fetch_chunks", "head_chunks"]
 
 
 def buffer_bytes(desc: dict, cfg) -> dict:
@@ -160,6 +160,14 @@ def fetch_chunks(counts: list, b_rows: int) -> list:
             cur = 0
         cur += c
     return chunks + ([cur] if cur else [])
+
+
+def head_chunks(head, b_rows: int) -> list:
+    """A head's fetched chunks (:func:`fetch_chunks` over its selected clusters) when its
+    set is longer than ``b_rows``; empty when B holds it whole."""
+    if head.attended <= b_rows:
+        return []
+    return fetch_chunks([head.counts[c] for c in head.selected], b_rows)
 
 
 def window_moves(golden_steps, cfg) -> list:

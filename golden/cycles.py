@@ -56,7 +56,7 @@ import numpy as np
 
 from vrex.config import ctx_image_bytes as image_bytes
 
-from .core import fetch_chunks
+from .core import fetch_chunks, head_chunks
 
 __all__ = ["PHASES", "descriptor_sizes", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
@@ -104,9 +104,7 @@ def descriptor_sizes(ls, moves=(), b_rows: int | None = None) -> dict:
     kinds = [k for k, _ in moves]
 
     def chunks(h):
-        if b_rows is None or h.attended <= b_rows:
-            return []
-        return fetch_chunks([h.counts[c] for c in h.selected], b_rows)
+        return [] if b_rows is None else head_chunks(h, b_rows)
     return {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
             "saves": kinds.count("save"), "loads": kinds.count("load"),
             "flushes": kinds.count("flush"),

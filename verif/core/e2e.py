@@ -5,11 +5,12 @@ assignments, selections, fetched tokens, output rows) with ``golden.core.run_str
 mismatch names the step, layer, head and token."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from golden.core import fetch_chunks, run_stream
+from golden.core import head_chunks, run_stream
 from golden.numerics import hyperplanes
 from vrex import regmap
 
@@ -173,7 +174,6 @@ def failed_fetches(bad: list) -> tuple[set, list]:
     """Split :func:`compare_run`'s differences of a run with failed fetches: the
     descriptors (``"step S layer L "``) whose fetched tokens differ, and every difference
     that is neither such a fetch nor an output row of one of them (expected empty)."""
-    import re
     pat = re.compile(r"(fetched tokens|output) of (step \d+ layer \d+ )")
     hit = {mo.group(2) for b in bad
            if (mo := pat.match(b)) and mo.group(1) == "fetched tokens"}
@@ -200,10 +200,9 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
                 # tile and pass (docs/core.md): every token that many times, in that many
                 # fetches (each closed by an end beat)
                 copies, runs = 1, 1
-                if hr.attended > cfg.attn_b_rows:
+                if chunks := head_chunks(hr, cfg.attn_b_rows):
                     copies = 2 * -(-gq * ls.step_len // cfg.attn_n)
-                    runs = copies * len(fetch_chunks(
-                        [hr.counts[c] for c in hr.selected], cfg.attn_b_rows))
+                    runs = copies * len(chunks)
                 want_f.append((f"{where} head {hr_i}", sorted(hr.fetched), copies, runs))
         for g in range(ls.hashes.shape[0]):
             for i in range(ls.hashes.shape[1]):
