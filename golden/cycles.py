@@ -58,13 +58,12 @@ from vrex.config import ctx_image_bytes as image_bytes
 
 from .core import fetch_chunks, head_chunks
 
-__all__ = ["PHASES", "descriptor_sizes", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
+__all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "swap", "store")
 # the attend phase's terms of a head attended in chunks (:func:`_chunked`)
-CHUNK_TERMS = ("chunk_cmd", "chunk_kv", "chunk_qk", "chunk_sum", "chunk_q", "chunk_fetch",
-               "chunk_trips")
+CHUNK_TERMS = ("chunk_engine", "chunk_cmd", "chunk_trips", "chunk_fetch", "chunk_gap")
 
 
 def _cdiv(a, b):
@@ -81,6 +80,22 @@ def score_cycles(n: int, m: int, k: int, l: int) -> int:
     array_latency = 2 * n + 2       # rtl/attn/array.py: SystolicArray.latency
     return (1 + l * kc + min(n, m) * kc + 2 + mt * lt * max(k, n) - 1 + array_latency
             - (n - 1 - (m - 1) % n))
+
+
+def part_cycles(n: int, d: int, m: int, l: int, part: int, pairs: bool = True) -> int:
+    """The engine's cycles for one command of a chunked light attention (``part`` 1: the
+    maximum's pass, 2: the sums' pass, not its final chunk), from its transfer to the next
+    command's, every stream valid: B's ``l`` tokens (K, and V when ``pairs`` or in the sums'
+    pass), A's ``m <= n`` rows, a tile of ``max(d, n)`` beats and ``m`` output rows per column
+    tile, the array's flush; in the sums' pass the P·V tiles (``max(l, n)`` beats each of
+    ``ceil(d / n)``) and their flush. Measured equal to the RTL
+    (verif/attn/test_engine_sim.py: ``test_part_command_cycles``)."""
+    kc, lt = _cdiv(d, n), _cdiv(l, n)
+    load_b = (2 if pairs or part == 2 else 1) * l * kc
+    cyc = load_b + lt * (max(d, n) + m) + m * kc + 2 * n + 12
+    if part == 2:
+        cyc += kc * max(l, n) + 2 * n + 5 - min(2, n - m)
+    return cyc
 
 
 def _geometry(cfg) -> dict:
@@ -192,23 +207,25 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
 def _chunked(at: dict, chunks, last: int, S: int, rows: int, g: dict, lat: int) -> None:
     """A head's light attention over a set longer than B (docs/core.md, *Sets longer than
     B*): per row tile of n query rows, the maximum's pass and the sums' pass, each a command
-    per chunk (the fetched ones, ``chunks``, then the sinks and own tokens, ``last``) that
-    loads the chunk's K and V into B and the tile's query rows into A, and multiplies the
-    rows by the chunk's keys (and, in the sums' pass, the weights by its values, after the
-    exp pass); every selected cluster fetched once a pass and tile."""
-    n, d, wide = g["n"], g["d"], min(g["n"], g["bus"])
-    mt, kc = _cdiv(rows, n), _cdiv(d, n)
+    per chunk (the fetched ones, ``chunks``, then the sinks and own tokens, ``last``): the
+    engine's own cycles for each (:func:`part_cycles`, K and V in pairs in both passes as the
+    core sends them), the core's work and a memory round trip a command, a fetch command per
+    selected cluster a pass and tile, and the bus words of K and V into B when the bus is
+    wider than the array (``rtl/core/dma.py: Repack`` splits a word in ``bus / n`` parts and
+    takes the next a cycle after its last part: a cycle's gap a bus word)."""
+    n, d, bus = g["n"], g["d"], g["bus"]
     lengths = list(chunks) + [last]
-    cmds = 2 * mt * len(lengths)
+    cmds = 0
+    for r0 in range(0, rows, n):
+        m = min(n, rows - r0)
+        for lc in lengths:
+            at["chunk_engine"] += part_cycles(n, d, m, lc, 1) + part_cycles(n, d, m, lc, 2)
+            cmds += 2
     at["chunk_cmd"] += cmds
     at["chunk_trips"] += cmds * lat
-    at["chunk_q"] += 2 * len(lengths) * rows * d / wide
-    at["chunk_fetch"] += 2 * mt * S
-    for lc in lengths:
-        lt = _cdiv(lc, n)
-        at["chunk_kv"] += 2 * mt * 2 * lc * d / wide
-        at["chunk_qk"] += 2 * mt * lt * max(d, n)
-        at["chunk_sum"] += mt * (kc * max(lc, 9 * n) + 2 * n * lt)
+    at["chunk_fetch"] += 2 * _cdiv(rows, n) * S
+    if bus > n:
+        at["chunk_gap"] += 2 * _cdiv(rows, n) * 2 * sum(lengths) * _cdiv(d, bus)
 
 
 def nnls(A: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
