@@ -44,7 +44,7 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
   beside the stores), and the sums' round trips (``hpg·L``);
 - swap (a build with fewer HCU contexts than cluster windows, ``golden.core.window_moves``):
   a constant a move; a save streams the HCU's window out (``words + 3W/lanes`` cycles, the
-  image's ``words`` context words at the width converter's rate) while the next image's read
+  image's ``words`` context words, a word a cycle through the width converter) while the next image's read
   goes out; a load streams ``words`` in; the memory's round trip of each.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ __all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "pred
 
 PHASES = ("predict", "attend", "hash", "swap", "store")
 # the attend phase's terms of a head attended in chunks (:func:`_chunked`)
-CHUNK_TERMS = ("chunk_engine", "chunk_cmd", "chunk_trips", "chunk_fetch", "chunk_gap")
+CHUNK_TERMS = ("chunk_engine", "chunk_cmd", "chunk_trips", "chunk_fetch")
 
 
 def _cdiv(a, b):
@@ -106,9 +106,7 @@ def _geometry(cfg) -> dict:
                 table=cfg.n_layers * cfg.hash_groups * cfg.kvmu_clusters,
                 window=cfg.window, hcu_lanes=cfg.hcu_lanes,
                 ctx_words=image_bytes(cfg.window, cfg.ctx_word_bytes, cfg.kvmu_bus_bytes)
-                // cfg.ctx_word_bytes,
-                ctx_parts=max(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes)
-                // min(cfg.ctx_word_bytes, cfg.kvmu_bus_bytes))
+                // cfg.ctx_word_bytes)
 
 
 def descriptor_sizes(ls, moves=(), b_rows: int | None = None) -> dict:
@@ -194,12 +192,11 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     st["token_trips"] = TG * g["hpg"] * lat
     sw = f["swap"]
     saves, loads = row.get("saves", 0), row.get("loads", 0)    # a row without: no moves
-    words, parts = g["ctx_words"], g["ctx_parts"]
-    rate = (parts + 1) / parts if parts > 1 else 1.0     # the converter's gap a bus word
+    words = g["ctx_words"]         # a word a cycle through the width converter (no gap)
     sw["move"] = float(loads + row.get("flushes", 0))
     # (the HCU reads a row of its window, and registers it twice, for every ``lanes`` entries)
-    sw["save"] = saves * (words * rate + 3 * g["window"] / g["hcu_lanes"])
-    sw["load"] = loads * words * rate
+    sw["save"] = saves * (words + 3 * g["window"] / g["hcu_lanes"])
+    sw["load"] = loads * words
     sw["trips"] = (saves + loads) * lat
     return f
 
@@ -210,9 +207,11 @@ def _chunked(at: dict, chunks, last: int, S: int, rows: int, g: dict, lat: int) 
     per chunk (the fetched ones, ``chunks``, then the sinks and own tokens, ``last``): the
     engine's own cycles for each (:func:`part_cycles`, K and V in pairs in both passes as the
     core sends them), the core's work and a memory round trip a command, a fetch command per
-    selected cluster a pass and tile, and the bus words of K and V into B when the bus is
-    wider than the array (``rtl/core/dma.py: Repack`` splits a word in ``bus / n`` parts and
-    takes the next a cycle after its last part: a cycle's gap a bus word)."""
+    selected cluster a pass and tile. The engine's formula takes a word of B a cycle: the
+    bus delivers that when it is at least as wide as the array (``rtl/core/dma.py: Repack``
+    splits a bus word without a gap since session 27; before, a cycle's gap a bus word cost
+    the default build a third of B's rate); a narrower bus delivers ``bus / n`` of a word a
+    cycle, added here to the engine's cycles as it comes (no fitted run has such a bus)."""
     n, d, bus = g["n"], g["d"], g["bus"]
     lengths = list(chunks) + [last]
     cmds = 0
@@ -224,8 +223,8 @@ def _chunked(at: dict, chunks, last: int, S: int, rows: int, g: dict, lat: int) 
     at["chunk_cmd"] += cmds
     at["chunk_trips"] += cmds * lat
     at["chunk_fetch"] += 2 * _cdiv(rows, n) * S
-    if bus > n:
-        at["chunk_gap"] += 2 * _cdiv(rows, n) * 2 * sum(lengths) * _cdiv(d, bus)
+    if bus < n:         # B's K and V words, both passes, at bus / n of a word a cycle
+        at["chunk_engine"] += 2 * _cdiv(rows, n) * 2 * sum(lengths) * _cdiv(d, n) * (n / bus - 1)
 
 
 def nnls(A: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
@@ -400,7 +399,7 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
                hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"], reads=P["max_reads"],
                window=P["window"], hcu_lanes=P["hcu_lanes"],
                ctx_words=image_bytes(P["window"], P["ctx_word_bytes"], P["bus"])
-               // P["ctx_word_bytes"], ctx_parts=P["bus"] // P["ctx_word_bytes"])
+               // P["ctx_word_bytes"])
     swaps = int(P["contexts"] < P["n_layers"])
     hz = P["clock_mhz"] * 1e6
     t, L = P["frame_tokens"], P["n_layers"]

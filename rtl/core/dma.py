@@ -118,7 +118,10 @@ class DmaReader(wiring.Component):
 
 class Repack(wiring.Component):
     """A stream of ``in_bytes`` words as one of ``out_bytes`` words, little end first; one
-    width divides the other (a word is split, or words are gathered)."""
+    width divides the other (a word is split, or words are gathered). A word a cycle on the
+    narrow side, with no gap: the next wide word is taken in the cycle its last part leaves
+    (split), a wide word leaves in the cycle its last part arrives at the earliest and the
+    next word's first part may arrive as it leaves (gather)."""
 
     def __init__(self, in_bytes: int, out_bytes: int):
         if max(in_bytes, out_bytes) % min(in_bytes, out_bytes):
@@ -136,24 +139,26 @@ class Repack(wiring.Component):
         elif self._in > self._out:
             parts = self._in // self._out
             word, k, full = Signal(8 * self._in), Signal(range(parts)), Signal()
-            m.d.comb += [i.ready.eq(~full), o.valid.eq(full),
+            last = Signal()                 # the word's last part leaves this cycle
+            m.d.comb += [last.eq(full & o.ready & (k == parts - 1)),
+                         i.ready.eq(~full | last), o.valid.eq(full),
                          o.payload.eq(word.word_select(k, 8 * self._out))]
-            with m.If(i.valid & ~full):
-                m.d.sync += [word.eq(i.payload), full.eq(1), k.eq(0)]
             with m.If(o.valid & o.ready):
                 m.d.sync += k.eq(k + 1)
                 with m.If(k == parts - 1):
-                    m.d.sync += full.eq(0)
+                    m.d.sync += [k.eq(0), full.eq(0)]
+            with m.If(i.valid & i.ready):
+                m.d.sync += [word.eq(i.payload), full.eq(1), k.eq(0)]
         else:
             parts = self._out // self._in
             word, k, full = Signal(8 * self._out), Signal(range(parts)), Signal()
-            m.d.comb += [i.ready.eq(~full), o.valid.eq(full), o.payload.eq(word)]
-            with m.If(i.valid & ~full):
+            m.d.comb += [i.ready.eq(~full | o.ready), o.valid.eq(full), o.payload.eq(word)]
+            with m.If(o.valid & o.ready):
+                m.d.sync += full.eq(0)
+            with m.If(i.valid & i.ready):
                 m.d.sync += [word.word_select(k, 8 * self._in).eq(i.payload), k.eq(k + 1)]
                 with m.If(k == parts - 1):
                     m.d.sync += [k.eq(0), full.eq(1)]
-            with m.If(o.valid & o.ready):
-                m.d.sync += full.eq(0)
         return m
 
 

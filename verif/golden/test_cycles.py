@@ -99,8 +99,6 @@ def test_chunked_heads_have_their_own_terms():
     per_tile = lambda m: sum(cycles.part_cycles(8, 64, m, lc, 1) +
                              cycles.part_cycles(8, 64, m, lc, 2) for lc in (228, 100))
     assert f["chunk_engine"] == 28 * per_tile(8) + per_tile(4)
-    # the 16-byte bus split in two words for the 8-wide array: a gap a bus word of K and V
-    assert f["chunk_gap"] == 2 * mt * 2 * (228 + 100) * 64 / 16
     assert f["chunk_fetch"] == 2 * mt * 14
     # the other two heads are whole: two thirds of the whole-set terms
     assert f["qk"] == pytest.approx(whole["qk"] * 2 / 3) and f["head"] == 3

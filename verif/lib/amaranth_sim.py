@@ -3,6 +3,7 @@ and monitors on a block's named streams, paused by the same generators as the co
 and the block's counters at the end."""
 from __future__ import annotations
 
+from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
 from .counters import read_sim
@@ -39,7 +40,7 @@ def run_ports(dut, sources: dict, sinks: dict, *, regs=(), cross: str = "none", 
                     ctx.set(stream.valid, 0)
                     await ctx.tick()
                 ctx.set(stream.valid, 1)
-                ctx.set(stream.payload.as_value(), pack(stream.payload.shape(), b))
+                ctx.set(Value.cast(stream.payload), pack(stream.payload.shape(), b))
                 await ctx.tick().until(stream.ready)
             ctx.set(stream.valid, 0)
         return run
@@ -55,7 +56,7 @@ def run_ports(dut, sources: dict, sinks: dict, *, regs=(), cross: str = "none", 
                 ctx.set(stream.ready, ready)
                 await ctx.delay(1e-9)
                 if ready and ctx.get(stream.valid):
-                    beat = unpack(layout, ctx.get(stream.payload.as_value()))
+                    beat = unpack(layout, ctx.get(Value.cast(stream.payload)))
                     got[port].append(beat)
                     when[port].append(cycle)
                     f = last.get(port)
@@ -74,13 +75,13 @@ def run_ports(dut, sources: dict, sinks: dict, *, regs=(), cross: str = "none", 
                 await ctx.delay(1e-9)
                 if ctx.get(stream.valid):
                     raise AssertionError(f"{port}: an extra beat after {n_out}: "
-                                         f"{unpack(layout, ctx.get(stream.payload.as_value()))}")
+                                         f"{unpack(layout, ctx.get(Value.cast(stream.payload)))}")
                 await ctx.tick()
             for _ in range(quiet):
                 await ctx.delay(1e-9)
                 if ctx.get(stream.valid):
                     raise AssertionError(f"{port}: an extra beat after {n_out}: "
-                                         f"{unpack(layout, ctx.get(stream.payload.as_value()))}")
+                                         f"{unpack(layout, ctx.get(Value.cast(stream.payload)))}")
                 await ctx.tick()
             if done["sinks"] == len(sinks):
                 done["sinks"] += 1
