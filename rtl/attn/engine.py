@@ -499,7 +499,16 @@ class AttentionEngine(wiring.Component):
         reg = dict(pv=Signal(name="feed_pv"), ti=Signal(16, name="feed_tile"),
                    left=Signal(name="feed_left"))
         pv, tile_i = reg["pv"], reg["ti"]
-        tile_next = derive(tile_s + ~pv, tile_p + pv, "next")
+        if n >= 4:
+            # the next row tile's registers, computed ahead over two registered stages (for
+            # the clock): its job, then whether it is left. A row tile's beats are >= kt >= n
+            # cycles apart, so the values are in place two cycles after the counters move.
+            pv_a, ti_a = self._job(m, x, tile_s + ~pv, tile_p + pv, "feed_next")
+            pv_a, ti_a = register(m, [pv_a, ti_a], "feed_next_a")
+            tile_next = dict(zip(("pv", "ti", "left"),
+                                 register(m, [pv_a, ti_a, ti_a < x.mt], "feed_next_b")))
+        else:
+            tile_next = derive(tile_s + ~pv, tile_p + pv, "next")
         zero = derive(Const(0, 16), Const(0, 16), "zero")
         advance = Signal()
         issue = Signal()
@@ -600,6 +609,9 @@ class AttentionEngine(wiring.Component):
 
         def derive(s_, p_, j_, tag):
             pv, oi = self._job(m, x, s_, p_, f"out_{tag}")
+            return finish(pv, oi, j_, tag)
+
+        def finish(pv, oi, j_, tag):
             base = oi << exact_log2(n)
             rows = Signal(range(n + 1), name=f"out_rows_{tag}")
             m.d.comb += rows.eq(Mux(x.cur.m > base, Mux(x.cur.m - base >= n, n,
@@ -610,7 +622,15 @@ class AttentionEngine(wiring.Component):
                    rows=Signal(range(n + 1), name="out_rows"),
                    li=Signal(name="out_i_last"), jl=Signal(name="out_j_lt_last"),
                    jlast=Signal(name="out_j_last"))
-        tile_next = derive(out_s + ~reg["pv"], out_p + reg["pv"], Const(0, 16), "tile")
+        if n >= 4:
+            # computed ahead over two registered stages, as in _feeder: a row tile's rows
+            # leave the array >= n cycles apart (its n rows, padding included)
+            pv_a, oi_a = self._job(m, x, out_s + ~reg["pv"], out_p + reg["pv"], "out_next")
+            pv_a, oi_a = register(m, [pv_a, oi_a], "out_next_a")
+            nxt = finish(pv_a, oi_a, Const(0, 16), "next")
+            tile_next = dict(zip(nxt, register(m, list(nxt.values()), "out_next_b")))
+        else:
+            tile_next = derive(out_s + ~reg["pv"], out_p + reg["pv"], Const(0, 16), "tile")
         step_next = col_flags(reg["pv"], out_j + 1)     # a column tile on, same row tile
         zero = derive(Const(0, 16), Const(0, 16), Const(0, 16), "zero")
         out_pv, out_i, last_j_now = reg["pv"], reg["oi"], reg["jlast"]
