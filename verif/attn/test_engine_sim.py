@@ -282,45 +282,6 @@ def test_command_cycles():
         assert when["o_gemm"][-1] == dut.command_cycles(m, k, l), (m, k, l)
 
 
-def _command_starts(cfg, ports, n_attn):
-    """The cycle of each command's transfer, every stream valid and every output ready (the
-    run ends with the ``n_attn``-th attention beat)."""
-    from amaranth.sim import Simulator
-    from verif.lib.payload import pack
-    dut = AttentionEngine.from_config(cfg)
-    starts, cycle = [], [0]
-
-    def driver(port):
-        stream = getattr(dut, port)
-
-        async def run(ctx):
-            for b in ports[port]:
-                ctx.set(stream.valid, 1)
-                ctx.set(stream.payload.as_value(), pack(stream.payload.shape(), b))
-                await ctx.tick().until(stream.ready)
-            ctx.set(stream.valid, 0)
-        return run
-
-    async def watch(ctx):
-        ctx.set(dut.o_attn.ready, 1)
-        beats = 0
-        while beats < n_attn:
-            await ctx.delay(1e-9)
-            if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
-                starts.append(cycle[0])
-            beats += ctx.get(dut.o_attn.valid)
-            await ctx.tick()
-            cycle[0] += 1
-            assert cycle[0] < 200_000, "the engine hung"
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    for port in ("cmd", "a", "b"):
-        sim.add_testbench(driver(port))
-    sim.add_testbench(watch)
-    sim.run()
-    return starts
-
-
 @pytest.mark.parametrize("n, d, m, l, pairs", [
     (4, 16, 4, 17, 1), (4, 32, 1, 9, 1), (4, 8, 3, 3, 0), (8, 16, 8, 5, 1),
     (8, 64, 5, 77, 0), (8, 32, 7, 20, 1), (8, 8, 1, 1, 0)])
@@ -336,9 +297,9 @@ def test_part_command_cycles(n, d, m, l, pairs):
     want = attend_chunked_command(ports, random_int8(rng, (m, d)), random_int8(rng, (3 * l, d)),
                                   random_int8(rng, (3 * l, d)), 0,
                                   ExpUnit.for_config(3e-3, cfg), cfg, [l] * 3, pairs=bool(pairs))
-    starts = _command_starts(cfg, ports, len(want))
-    assert len(starts) == 6
-    took = np.diff(starts).tolist()
+    _, when, _ = run(cfg, ports, [], [], want_attn=want)
+    assert len(when["cmd"]) == 6
+    took = np.diff(when["cmd"]).tolist()
     assert took == [part_cycles(n, d, m, l, 1, bool(pairs))] * 3 + \
         [part_cycles(n, d, m, l, 2)] * 2, took
 

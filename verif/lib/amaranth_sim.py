@@ -22,9 +22,10 @@ def run_ports(dut, sources: dict, sinks: dict, *, regs=(), cross: str = "none", 
     ``quiet`` more cycles with ``ready`` high: an extra beat fails. ``last``: sink -> payload
     field that must be set on that sink's final beat only (checked as beats arrive).
     ``regs``: (signal, value) pairs set first; ``read``: name -> signal read at the end.
-    Returns ``(beats by sink, cycle of each transfer by sink, counters)``."""
+    Returns ``(beats by sink, cycle of each transfer by port, counters)``: every port's
+    transfers, sources' and sinks', counted from the same cycle 0."""
     got = {p: [] for p in sinks}
-    when = {p: [] for p in sinks}
+    when = {p: [] for p in (*sources, *sinks)}
     perf = {}
     last = last or {}
     done = {"sinks": 0}
@@ -35,13 +36,20 @@ def run_ports(dut, sources: dict, sinks: dict, *, regs=(), cross: str = "none", 
         async def run(ctx):
             for sig, value in regs:
                 ctx.set(sig, value)
+            cycle = 0
             for b in beats:
                 while next(pauses):
                     ctx.set(stream.valid, 0)
                     await ctx.tick()
+                    cycle += 1
                 ctx.set(stream.valid, 1)
                 ctx.set(Value.cast(stream.payload), pack(stream.payload.shape(), b))
-                await ctx.tick().until(stream.ready)
+                while True:                     # ready as the clock edge samples it
+                    *_, ready = await ctx.tick().sample(stream.ready)
+                    cycle += 1
+                    if ready:
+                        break
+                when[port].append(cycle - 1)
             ctx.set(stream.valid, 0)
         return run
 
