@@ -174,8 +174,14 @@ def test_attend_real_trace(preset):
     run(cfg, ports, [], [], [], want, cross="both", seed=9)
 
 
-@pytest.mark.parametrize("cross", CROSSINGS)
-@pytest.mark.parametrize("n", [4, 8])
+# two of the ten points in `make test` (every crossing of both sides between them), all in
+# `make soak` (the ten took a quarter of the suite's time)
+CHUNKED_IN_SUITE = {(4, "both"), (8, "periodic")}
+
+
+@pytest.mark.parametrize("n, cross", [
+    pytest.param(n, c, marks=() if (n, c) in CHUNKED_IN_SUITE else pytest.mark.soak)
+    for n in (4, 8) for c in CROSSINGS])
 def test_attend_chunked(n, cross):
     """Light attention over sets longer than B holds (b_rows 32), as chunked commands
     (golden.attn.attend_parts): several row tiles whose step positions wrap, chunks of b_rows
@@ -234,7 +240,7 @@ def test_attend_chunked_corners(case):
         assert all(v == -128 << cfg.out_frac_bits for b in want for v in b["o"])
 
 
-@pytest.mark.parametrize("preset", ["paper", "tuned"])
+@pytest.mark.parametrize("preset", ["paper", pytest.param("tuned", marks=pytest.mark.soak)])
 def test_attend_chunked_real_trace(preset):
     """The bundled trace's attended sets longer than the default B (256 tokens) as chunked
     commands of 256 tokens: every output row equal to golden.numerics.attention_int over the
