@@ -657,8 +657,6 @@ class AttentionEngine(wiring.Component):
         for t in range(n):
             m.d.comb += self.o_gemm.payload.c[t].eq(o.c[t])
         # hash: bit j·n + t of the token is c[t] > bias[j·n + t]
-        col0 = Signal(range(max(self._n_hp, n) + n))      # the tile's first hyperplane
-        m.d.comb += col0.eq(out_j << exact_log2(n))
         # the bias word of the column tile in the array's output: read a cycle ahead, at the
         # next tile's address when this row ends a tile
         next_j = Signal(16)
@@ -667,9 +665,29 @@ class AttentionEngine(wiring.Component):
         bits = Signal(n)
         for t in range(n):
             m.d.comb += bits[t].eq(o.c[t] > x.bias_rd.data[t])
-        acc = Array(Signal(self._n_hp, name=f"hash_acc_{r}") for r in range(n))
-        word = Signal(self._n_hp + n)
-        m.d.comb += word.eq(acc[o.row] | (bits << col0))
+        # A row's bits of the tiles before its last shift in from the top of its register,
+        # n at a time (tile j ends at bit j·n after the last tile's shift), so no bit goes
+        # through a shift by the tile's index, and a register's earlier contents have left it
+        # by the time its word is complete; the shift happens the cycle after the compare,
+        # from registered bits (the compare, the shift and the write were the engine's
+        # critical path). A row's next tile comes n >= 2 beats later, after its write (at
+        # n = 1 the next beat may be the row's next tile: there the shift is not deferred).
+        tiles = -(-self._n_hp // n)
+        word = Signal(tiles * n)
+        if tiles > 1:
+            acc = Array(Signal((tiles - 1) * n, name=f"hash_acc_{r}") for r in range(n))
+            late_valid, late_bits = Signal(), Signal(n)
+            late_row = Signal(range(n))
+            m.d.comb += word.eq(Cat(acc[o.row], bits))
+            if n == 1:
+                m.d.comb += [late_bits.eq(bits), late_row.eq(o.row)]
+            else:
+                m.d.sync += [late_valid.eq(0), late_bits.eq(bits), late_row.eq(o.row)]
+            with m.If(late_valid):
+                m.d.sync += acc[late_row].eq(Cat(acc[late_row][n:], late_bits) if tiles > 2
+                                             else late_bits)
+        else:
+            m.d.comb += word.eq(bits)
         m.d.comb += [self.o_hash.payload.hash.eq(word[:self._n_hp]),
                      self.o_hash.payload.layer.eq(x.cur.layer),
                      self.o_hash.payload.step.eq(x.cur.step),
@@ -690,8 +708,9 @@ class AttentionEngine(wiring.Component):
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
         m.d.comb += take.eq(arr.o.valid & arr.o.ready)
-        with m.If(take & is_hash):          # (another kind's tiles must not leave bits)
-            m.d.sync += acc[o.row].eq(Mux(emit_hash, 0, word[:self._n_hp]))
+        if tiles > 1:
+            with m.If(take & is_hash & ~emit_hash):   # (not another kind's tiles)
+                m.d[("comb" if n == 1 else "sync")] += late_valid.eq(1)
         with m.If(take):
             with m.If(o.last):
                 with m.If(last_j_now):

@@ -31,7 +31,7 @@ def run(cfg, ports, want_gemm, want_hash, want_score=(), want_attn=(), *, cross=
 
 
 def small(n=4, **kw) -> Config:
-    return Config(attn_n=n, attn_k_buf=64, attn_b_rows=32, n_hp=16, **kw)
+    return Config(**{"attn_n": n, "attn_k_buf": 64, "attn_b_rows": 32, "n_hp": 16, **kw})
 
 
 @pytest.mark.parametrize("cross", CROSSINGS)
@@ -48,15 +48,17 @@ def test_gemm_commands(n, cross):
 
 
 @pytest.mark.parametrize("cross", ["none", "both", "periodic"])
-def test_hash_commands(cross):
-    """Hash words with and without a centring bias, several steps, in the HCU's format."""
-    cfg = small(4, n_layers=2)
-    rng = np.random.default_rng(7)
+@pytest.mark.parametrize("n, n_hp", [(4, 16), (2, 16), (8, 12), (16, 16), (1, 6)])
+def test_hash_commands(n, n_hp, cross):
+    """Hash words with and without a centring bias, several steps, in the HCU's format; one
+    column tile to 8 a token, hyperplanes not a multiple of n."""
+    cfg = small(n, n_layers=2, n_hp=n_hp)
+    rng = np.random.default_rng(7 + n + n_hp)
     ports, want = empty_ports(), []
-    hp = hyperplanes(1, 0, 0, 16, 40)
-    for step, bias in ((1, None), (2, rng.integers(-3000, 3000, 16)), (3, np.zeros(16))):
+    hp = hyperplanes(1, 0, 0, n_hp, 40)
+    for step, bias in ((1, None), (2, rng.integers(-3000, 3000, n_hp)), (3, np.zeros(n_hp))):
         keys = random_int8(rng, (9 + step, 40))
-        want += hash_command(ports, keys, hp, bias, 4, layer=step % 2, step=step)
+        want += hash_command(ports, keys, hp, bias, n, layer=step % 2, step=step)
     _, _, perf = run(cfg, ports, [], want, cross=cross, seed=5)
     assert perf["commands"] == 3 and perf["error"] == 0
 
