@@ -392,8 +392,10 @@ class WicsumThresholdUnit(wiring.Component):
         for c in range(2):
             cx = SimpleNamespace(
                 row=Signal(x.row_t, name=f"c{c}_row"), k=Signal(range(B), name=f"c{c}_k"),
-                running=Signal(S, name=f"c{c}_running"),
-                cum=[Signal(S, name=f"c{c}_cum_{d}") for d in range(P)],
+                # th less the running sum and the pass's sums up to bucket d: the row exits
+                # at the first d where it is below zero (a sign bit, where the running sum
+                # plus the pass's sum compared with th was two carry chains in the decision)
+                rem=[Signal(signed(S + 1), name=f"c{c}_rem_{d}") for d in range(P)],
                 rptr=Signal(range(D), name=f"c{c}_rptr"),
                 wbeat=Signal(range(D + 1), name=f"c{c}_wbeat"),
                 bank=Signal(range(NB), name=f"c{c}_bank"),
@@ -409,7 +411,7 @@ class WicsumThresholdUnit(wiring.Component):
                 cx.nlo, self._bounds(m, x, cx.acc_next, cx.row.r1, cx.row.smin, f"c{c}_lo"))]
             # the exit: the first d whose running sum exceeds th, or bucket 0
             for d in range(P):
-                m.d.comb += cx.over[d].eq((cx.running + cx.cum[d] > cx.row.th) |
+                m.d.comb += cx.over[d].eq((cx.rem[d] < 0) |
                                           ((cx.k == P - 1) if d == P - 1 else 0))
             m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
             ctx.append(cx)
@@ -454,7 +456,7 @@ class WicsumThresholdUnit(wiring.Component):
             sums.append(reduce_tree(m, register(m, part, f"w3_sum{d}"), _add, f"w3_sum{d}"))
         for c, cx in enumerate(ctx):
             with m.If(w3_valid & (w3_ctx == c)):
-                m.d.sync += [a.eq(a + s) for a, s in zip(cx.cum, sums)]
+                m.d.sync += [a.eq(a - s) for a, s in zip(cx.rem, sums)]
             # a drained pass decides; context 0 first if both could (they cannot: their
             # passes' last reads are in different cycles)
             m.d.comb += cx.ready.eq(cx.drain & ~(w1_valid & (w1_ctx == c)) &
@@ -512,10 +514,10 @@ class WicsumThresholdUnit(wiring.Component):
                     m.d.comb += rows_inc.eq(1)
                 with m.Else():
                     m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.acc_next),
-                                 cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1),
-                                 cx.running.eq(cx.running + cx.cum[P - 1])]
+                                 cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1)]
                     m.d.sync += [cx.row.lo[d].eq(cx.nlo[d]) for d in range(P)]
-                    m.d.sync += [a.eq(0) for a in cx.cum]
+                    # the pass's whole sum joins the running sum
+                    m.d.sync += [a.eq(cx.rem[P - 1]) for a in cx.rem]
 
         # a new row from the queue: into a free context and the next code bank
         x.next_bank = next_bank = Signal(range(NB))
@@ -542,9 +544,9 @@ class WicsumThresholdUnit(wiring.Component):
                     other = ctx[1 - c]
                     with m.If(into == c):
                         m.d.sync += [cx.row.eq(head), cx.busy.eq(1), cx.pend.eq(1),
-                                     cx.k.eq(B - 1), cx.running.eq(0), cx.bank.eq(next_bank),
+                                     cx.k.eq(B - 1), cx.bank.eq(next_bank),
                                      old.eq(Mux(other.busy & ~exiting[1 - c], 1 - c, c))]
-                        m.d.sync += [a.eq(0) for a in cx.cum]
+                        m.d.sync += [a.eq(head.th) for a in cx.rem]
         m.d.sync += [perf.rows.eq(perf.rows + rows_inc),
                      perf.rows_refused.eq(perf.rows_refused + refused_inc)]
         x.walk_busy = ctx[0].busy | ctx[1].busy
