@@ -148,7 +148,7 @@ def test_core_fetch_read_error(b_rows, answers, latency, pauses):
     (2, 1, 1, 16, 32, 0, 0.0),      # two layers' windows through one context
     (2, 1, 1, 8, 64, 3, 0.0),       # 16-byte context words on an 8-byte bus
     # per-head hash groups: four windows on three contexts (the Verilog tier's
-    # synth_tuned_bus8_n4_w3 point runs such a build in make test; this run in make soak)
+    # synth_tuned_bus8_n4_w3_b32 point runs such a build in make test; this run in make soak)
     pytest.param(2, 2, 3, 8, 32, 5, 0.3, marks=pytest.mark.soak),
 ])
 def test_core_windows_through_memory(layers, kv_heads, contexts, bus, n_hp, latency, pauses):

@@ -30,15 +30,25 @@ def trace_config(preset="paper", **kw):
 
 CORE_POINTS = {
     "synth": (synth_config, "synthetic|error|soft_reset|soak"),
-    # per-head hash groups: four cluster windows on three HCU contexts
-    "synth_tuned_bus8_n4_w3": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
-                                                    near_blocks=8, hash_scope="per_head",
-                                                    hcu_contexts=3),
-                               "synthetic_stream_hostile|soft_reset|window"),
-    # B of 32 tokens: the question's sets (up to 40 tokens) attended in
-    # chunks (the engine's two passes), under the hostile bus
-    "synth_b32": (lambda: synth_config(attn_b_rows=32, n_hp=16), "synthetic_stream_hostile"),
+    # per-head hash groups: four cluster windows on three HCU contexts; B of 32 tokens: the
+    # question's sets (up to 37 tokens) attended in chunks (the engine's two passes), under
+    # the hostile bus (test_core_point_attends_in_chunks)
+    "synth_tuned_bus8_n4_w3_b32": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
+                                                        near_blocks=8, hash_scope="per_head",
+                                                        hcu_contexts=3, attn_b_rows=32),
+                                   "synthetic_stream_hostile|soft_reset|window"),
 }
+
+
+def test_core_point_attends_in_chunks():
+    """The synth_tuned_bus8_n4_w3_b32 point's streams (seeds 2 and 8 of verif.core.tb)
+    attend sets longer than its B: its run covers the chunked attention."""
+    from verif.core.e2e import plan_stream, synthetic_stream
+    from verif.core.tb import SYNTH
+    cfg = CORE_POINTS["synth_tuned_bus8_n4_w3_b32"][0]()
+    for seed in (2, 8):
+        plan = plan_stream(*synthetic_stream(seed, **SYNTH), cfg)
+        assert any(h.attended > cfg.attn_b_rows for g in plan.golden for h in g.heads), seed
 
 
 @pytest.mark.parametrize("point", list(CORE_POINTS))
@@ -48,18 +58,19 @@ def test_core_verilog(point):
 
 
 def test_core_bundled_trace():
-    """The bundled trace end to end under both presets (one build: the presets differ only
-    in run-time registers), its first two steps (prompt and a frame; the whole trace runs in
-    make soak and make demo), on two HCU contexts for its three layers' cluster windows
-    (the third layer's window evicts the first's, every step)."""
+    """The bundled trace end to end under the tuned preset (its hash input the pre-RoPE
+    keys, centred), its first two steps (prompt and a frame), on two HCU contexts for its
+    three layers' cluster windows (the third layer's window evicts the first's, every
+    step). The whole trace under both presets runs in make soak and make demo (on the same
+    build: the presets differ only in run-time registers)."""
     import os
-    os.environ["VREX_STEPS"] = "2"
+    os.environ.update(VREX_STEPS="2", VREX_PRESETS="tuned")
     try:
         run_point("core", "trace", trace_config(attn_b_rows=256, attn_acc_bits=32,
                                                 hcu_contexts=2),
                   test_filter="bundled")
     finally:
-        del os.environ["VREX_STEPS"]
+        del os.environ["VREX_STEPS"], os.environ["VREX_PRESETS"]
 
 
 @pytest.mark.soak
