@@ -42,7 +42,7 @@ class WicsumThresholdUnit(wiring.Component):
       score and ``Σ weight·count``; then the threshold ``th = (Σ · th_r) >> th_r_frac_bits``
       and the first pass's bucket bounds ``lo_k = smin + ((k · (smax - smin + 1)) >> log2
       B)``. The next row streams in while earlier rows are walked: a beat waits only when the
-      ring is full or two rows already wait for the walk.
+      ring is full or three rows already wait for the walk.
     - *walk*: two rows at a time, their passes interleaved on the read port; a pass reads the
       stored row once and sums ``pass_buckets`` P buckets from the top down: each lane
       compares its score with the pass's P bounds, its multiplier forms ``w·n``, and P adder
@@ -90,7 +90,7 @@ class WicsumThresholdUnit(wiring.Component):
     PERF = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused",
             "busy", "stalled")
     WALK_OVERHEAD = 4           # cycles from a pass's last read to its exit decision, plus one
-    RECEIVE_LATENCY = 5         # from a row's last beat to the walk being able to take it
+    RECEIVE_LATENCY = 6         # from a row's last beat to the walk being able to take it
     CODE_BANKS = 4              # rows between the walk and the marker (two walked, two done)
 
     def __init__(self, *, lanes: int, buckets: int, pass_buckets: int, row_entries: int,
@@ -218,7 +218,7 @@ class WicsumThresholdUnit(wiring.Component):
             "head_last": 1, "th": self.sum_bits, "smin": signed(sb), "r1": sb + 1,
             "acc": sb + 1 + x.blog, "lo": data.ArrayLayout(bound, P), "hi": bound})
         m.submodules.rows = x.fifo = fifo.SyncFIFO(width=data.Layout.cast(x.row_t).size,
-                                                   depth=2)
+                                                   depth=3)
         x.head = data.View(x.row_t, x.fifo.r_data)
         # the walk's hand-off to the marker, one slot per code bank; a bank is used from the
         # walk taking its row to the marker finishing it
@@ -242,14 +242,15 @@ class WicsumThresholdUnit(wiring.Component):
                          self.error_row.eq(x.row_in_head)]
 
     def _receive(self, m, x):
-        """Store the row in the ring; min, max and Σ w·n through a split lane tree (p1, p2)."""
+        """Store the row in the ring; min, max and Σ w·n through a split lane tree (p1, p2)
+        and the beat's registered results (p3)."""
         N, D, sb = self._lanes, x.D, self._score_bits
         perf, pay = self.perf, self.i.payload
         x.beat = beat = Signal(range(D + 2))   # beats of this row taken (saturates at D+1)
         x.wptr = wptr = Signal(range(D))       # the ring's next free word
         x.base = Signal(range(D))              # this row's first word
         x.occupied = occupied = Signal(range(D + 1))
-        x.inflight = inflight = Signal(range(3))   # rows begun and not yet taken by the walk
+        x.inflight = inflight = Signal(range(4))   # rows begun and not yet taken by the walk
         x.release = Signal(range(D + 1))       # words the walk frees this cycle
         x.took = Signal()                      # the walk takes a row this cycle
         x.over = Signal()                      # this row outgrew the memory
@@ -260,7 +261,7 @@ class WicsumThresholdUnit(wiring.Component):
         first = beat == 0
         store = Signal()
         m.d.comb += [
-            self.i.ready.eq((~first | (inflight < 2)) & ((occupied < D) | (beat >= D))),
+            self.i.ready.eq((~first | (inflight < 3)) & ((occupied < D) | (beat >= D))),
             take.eq(self.i.valid & self.i.ready),
             store.eq(take & (beat < D)),
             x.row_wr.addr.eq(wptr), x.row_wr.en.eq(store)]
@@ -321,6 +322,15 @@ class WicsumThresholdUnit(wiring.Component):
                                ("max", p1_hi, _greater)):
             part = reduce_tree(m, items, op, f"p1_{key}", levels=half)
             p2[key] = reduce_tree(m, register(m, part, f"p2_{key}"), op, f"p2_{key}")
+        # p3: the beat's sum, minimum and maximum registered before the row's running ones
+        # (the rest of the beat's trees, then the running compare, were the unit's critical
+        # path): a cycle more from a row's last beat to its statistics
+        p3_valid, p3_first, p3_last, p3_any = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [p3_valid.eq(p2_valid), p3_first.eq(p2_first), p3_last.eq(p2_last),
+                     p3_any.eq(p2_any)]
+        p3_meta = Signal.like(p2_meta)
+        m.d.sync += p3_meta.eq(p2_meta)
+        p3 = {key: register(m, [v], f"p3_{key}")[0] for key, v in p2.items()}
         total = Signal(self.sum_bits)
         smin = Signal(signed(sb), init=x.smax_c)
         smax = Signal(signed(sb), init=x.smin_c)
@@ -328,22 +338,22 @@ class WicsumThresholdUnit(wiring.Component):
         n_total, n_min, n_max, n_any = (Signal.like(total), Signal.like(smin),
                                         Signal.like(smax), Signal())
         m.d.comb += [
-            n_total.eq(Mux(p2_first, 0, total) + p2["sum"]),
-            n_min.eq(_lesser(Mux(p2_first, x.smax_c, smin), p2["min"])),
-            n_max.eq(_greater(Mux(p2_first, x.smin_c, smax), p2["max"])),
-            n_any.eq(Mux(p2_first, 0, any_valid) | p2_any)]
-        with m.If(p2_valid):
+            n_total.eq(Mux(p3_first, 0, total) + p3["sum"]),
+            n_min.eq(_lesser(Mux(p3_first, x.smax_c, smin), p3["min"])),
+            n_max.eq(_greater(Mux(p3_first, x.smin_c, smax), p3["max"])),
+            n_any.eq(Mux(p3_first, 0, any_valid) | p3_any)]
+        with m.If(p3_valid):
             m.d.sync += [total.eq(n_total), smin.eq(n_min), smax.eq(n_max),
                          any_valid.eq(n_any)]
         # a finished row's statistics (s1)
         x.s1_valid = Signal()
         x.s1 = SimpleNamespace(total=Signal.like(total), smin=Signal.like(smin),
                                smax=Signal.like(smax), any=Signal(), meta=Signal(meta_t))
-        m.d.sync += x.s1_valid.eq(p2_valid & p2_last)
-        with m.If(p2_valid & p2_last):
+        m.d.sync += x.s1_valid.eq(p3_valid & p3_last)
+        with m.If(p3_valid & p3_last):
             m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq(n_min), x.s1.smax.eq(n_max),
-                         x.s1.any.eq(n_any), x.s1.meta.eq(p2_meta)]
-        x.p1_valid, x.p2_valid = p1_valid, p2_valid
+                         x.s1.any.eq(n_any), x.s1.meta.eq(p3_meta)]
+        x.p1_valid, x.p2_valid, x.p3_valid = p1_valid, p2_valid, p3_valid
 
     def _bounds(self, m, x, acc, r1, smin, name):
         """The P bounds ``smin + ((acc - d·r1) >> log2 B)``, d = 0..P-1 (comb)."""
@@ -670,8 +680,8 @@ class WicsumThresholdUnit(wiring.Component):
         """busy: a cycle in which any stage holds a row (a beat taken, the receive and
         threshold pipelines, the walk's queue, a pass, a row for the marker, marking or
         emission)."""
-        busy = (x.take | x.p1_valid | x.p2_valid | x.s1_valid | x.s2_valid | x.fifo.r_rdy |
-                x.walk_busy | x.slot_full.any() | x.mark_busy)
+        busy = (x.take | x.p1_valid | x.p2_valid | x.p3_valid | x.s1_valid | x.s2_valid |
+                x.fifo.r_rdy | x.walk_busy | x.slot_full.any() | x.mark_busy)
         with m.If(busy):
             m.d.sync += self.perf.busy.eq(self.perf.busy + 1)
 
@@ -705,8 +715,8 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
         now = [None if c is None else dict(c) for c in ctx]
         slot_now, used_now = list(slot), list(used)
         d_inflight = d_occupied = 0
-        # receive: a beat a cycle while the ring has room and at most one row waits
-        if r_row < len(rows) and (r_beat > 0 or inflight < 2) and (occupied < D or r_beat >= D):
+        # receive: a beat a cycle while the ring has room and at most two rows wait
+        if r_row < len(rows) and (r_beat > 0 or inflight < 3) and (occupied < D or r_beat >= D):
             r = rows[r_row]
             if r_beat == 0:
                 first_beats.append(t)
@@ -718,8 +728,8 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
                 r_row, r_beat = r_row + 1, 0
             else:
                 r_beat += 1
-        b = (t in takes or t - 1 in takes or t - 2 in takes or takes.get(t - 3, False)
-             or takes.get(t - 4, False) or any(f[0] <= t for f in fifo)
+        b = (t in takes or t - 1 in takes or t - 2 in takes or t - 3 in takes
+             or takes.get(t - 4, False) or takes.get(t - 5, False) or any(f[0] <= t for f in fifo)
              or any(c is not None for c in now) or any(s is not None for s in slot_now))
         # walk: a drained pass decides (context 0 first)
         deciding, exiting = None, [False, False]
