@@ -728,9 +728,11 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
                 r_row, r_beat = r_row + 1, 0
             else:
                 r_beat += 1
-        b = (t in takes or t - 1 in takes or t - 2 in takes or t - 3 in takes
-             or takes.get(t - 4, False) or takes.get(t - 5, False) or any(f[0] <= t for f in fifo)
-             or any(c is not None for c in now) or any(s is not None for s in slot_now))
+        # a beat in the receive pipeline (take to p3), a row's last one in s1 and s2
+        b = (any(t - k in takes for k in range(4))
+             or any(takes.get(t - k, False) for k in range(4, u.RECEIVE_LATENCY))
+             or any(f[0] <= t for f in fifo) or any(c is not None for c in now)
+             or any(s is not None for s in slot_now))
         # walk: a drained pass decides (context 0 first)
         deciding, exiting = None, [False, False]
         for c in (0, 1):

@@ -63,14 +63,8 @@ def test_core_bundled_trace():
     three layers' cluster windows (the third layer's window evicts the first's, every
     step). The whole trace under both presets runs in make soak and make demo (on the same
     build: the presets differ only in run-time registers)."""
-    import os
-    os.environ.update(VREX_STEPS="2", VREX_PRESETS="tuned")
-    try:
-        run_point("core", "trace", trace_config(attn_b_rows=256, attn_acc_bits=32,
-                                                hcu_contexts=2),
-                  test_filter="bundled")
-    finally:
-        del os.environ["VREX_STEPS"], os.environ["VREX_PRESETS"]
+    run_point("core", "trace", trace_config(attn_b_rows=256, attn_acc_bits=32, hcu_contexts=2),
+              test_filter="bundled", extra_env={"VREX_STEPS": "2", "VREX_PRESETS": "tuned"})
 
 
 @pytest.mark.soak
