@@ -163,7 +163,7 @@ class KvMemoryManager(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        x = SimpleNamespace()
+        x = SimpleNamespace(e_pend=Signal(name="e_pend"))   # an error on its way (_errors)
         self._tables(m, x)
         self._bus(m, x)
         self._delivery(m, x)
@@ -218,6 +218,12 @@ class KvMemoryManager(wiring.Component):
         x.bt_rd, x.bt_wr = btab.read_port(), btab.write_port()
         x.tk_rd, x.tk_wr = toks.read_port(), toks.write_port()
         x.nw_rd, x.nw_wr = nown.read_port(), nown.write_port()
+        # the block table's and the near ring's reads registered as they are, always (the
+        # RAMs' own output registers on an FPGA: synth/bram_outreg.py), so no decision waits
+        # on a block RAM's clock-to-out: an entry is in ``bt_q`` two cycles after its address
+        x.bt_q = Signal(x.btab_t, name="bt_q", reset_less=True)
+        x.nw_q = Signal(x.nown_t, name="nw_q", reset_less=True)
+        m.d.sync += [x.bt_q.eq(x.bt_rd.data), x.nw_q.eq(x.nw_rd.data)]
         m.submodules.rq = x.rq = fifo.SyncFIFOBuffered(width=x.desc_t.size,
                                                        depth=self._max_reads + 2)
         x.rq_w = data.View(x.desc_t, x.rq.w_data)
@@ -361,28 +367,36 @@ class KvMemoryManager(wiring.Component):
 
     def _errors(self, m, x):
         """The sticky error: the first one since ``clear`` keeps its code, response and
-        address."""
+        address. Each source's event is registered as it is (the decisions that raise one
+        were the clock's limit), then the first source in order (the control's, a fetch
+        read's, a candidate read's, a bad or backwards version) is taken: the error shows
+        one cycle after its event, ``busy`` stays up meanwhile, and ``clear`` drops both."""
         a = self._axi
-        raised = Signal()
-        code, resp, addr = Signal(4), Signal(2), Signal(self._addr_bits)
-        with m.If(x.c_err):
-            m.d.comb += [raised.eq(1), code.eq(x.c_code), resp.eq(x.c_resp),
-                         addr.eq(x.c_addr)]
-        with m.Elif(x.r_err):
-            m.d.comb += [raised.eq(1), code.eq(4), resp.eq(a("rresp")), addr.eq(x.r_err_addr)]
-        with m.Elif(x.k_err):
-            m.d.comb += [raised.eq(1), code.eq(12), resp.eq(a("rresp")), addr.eq(x.k_err_addr)]
-        with m.Elif(x.v_bad):
-            m.d.comb += [raised.eq(1), code.eq(1)]
-        with m.Elif(x.v_back):
-            m.d.comb += [raised.eq(1), code.eq(8)]
+        ab = self._addr_bits
+        # per source: (event, code, response, address), registered
+        srcs = [(x.c_err, x.c_code, x.c_resp, x.c_addr),
+                (x.r_err, 4, a("rresp"), x.r_err_addr),
+                (x.k_err, 12, a("rresp"), x.k_err_addr),
+                (x.v_bad, 1, 0, 0),
+                (x.v_back, 8, 0, 0)]
+        regs = []
+        for i, (ev, code, resp, addr) in enumerate(srcs):
+            r = SimpleNamespace(ev=Signal(name=f"e{i}_ev"), code=Signal(4, name=f"e{i}_code"),
+                                resp=Signal(2, name=f"e{i}_resp"),
+                                addr=Signal(ab, name=f"e{i}_addr"))
+            m.d.sync += [r.ev.eq(ev & ~self.clear), r.code.eq(code), r.resp.eq(resp),
+                         r.addr.eq(addr)]
+            regs.append(r)
+        m.d.comb += x.e_pend.eq(Cat(*[r.ev for r in regs]).any())
         with m.If(self.clear):
             m.d.sync += self.error.eq(0)
-        with m.Elif(raised):
+        with m.Elif(x.e_pend):
             m.d.sync += self.error.eq(1)
-            with m.If(~self.error):
-                m.d.sync += [self.error_code.eq(code), self.error_resp.eq(resp),
-                             self.error_addr.eq(addr)]
+        with m.If(~self.clear & ~self.error):
+            for k, r in enumerate(regs):
+                with (m.If if k == 0 else m.Elif)(r.ev):
+                    m.d.sync += [self.error_code.eq(r.code), self.error_resp.eq(r.resp),
+                                 self.error_addr.eq(r.addr)]
 
     def _control(self, m, x):
         """The command sequencer: clear, store (allocate, offload, write), fetch."""
@@ -418,6 +432,8 @@ class KvMemoryManager(wiring.Component):
         c.ci = Signal(range(self._clusters + 1))        # CAND: the cluster id visited
         c.ncand = Signal(range(self._clusters + 1))     # CAND: candidates so far
         c.cand_mode = Signal()                          # the cluster table read by c.ci
+        c.cand_ok = Signal()                            # CAND: the entry is a candidate
+        c.idx_bad = Signal()                            # FETCH: by index, past the list
         c.rx = Signal()                                 # CAND: R beats go to the dividers
         c.cm_addr = Signal(max(1, ceil_log2(x.ctab_depth)))
         c.hb = Signal(range(self.beats_per_token + 1))  # STORE: beat within a head's slot
@@ -425,12 +441,11 @@ class KvMemoryManager(wiring.Component):
         c.h_err = Signal()              # the sums' update failed; a candidate read failed
         c.seen = Signal()               # FETCH: the layer's newest version, registered
         c.newest = Signal(self._version_bits)
-        c.ctx = Signal(range(self._layers * self._groups))
+        c.ctx = Signal(range(self._layers * self._groups))   # layer · groups + group
         x.c_err, x.c_code = Signal(), Signal(4)
         x.c_resp, x.c_addr = Signal(2), Signal(self._addr_bits)
         cmd = c.cmd
-        m.d.comb += [c.ctx.eq(mul_const(cmd.layer, self._groups) + cmd.group),
-                     x.ct_rd.addr.eq(Mux(c.cand_mode, self._index(c.ctx, c.ci),
+        m.d.comb += [x.ct_rd.addr.eq(Mux(c.cand_mode, self._index(c.ctx, c.ci),
                                          self._index(c.ctx, cmd.owner))),
                      x.bt_rd.addr.eq(c.bid), x.nw_rd.addr.eq(c.alloc_slot),
                      x.cm_rd.addr.eq(c.cm_addr)]
@@ -441,6 +456,13 @@ class KvMemoryManager(wiring.Component):
         c.block_off = lambda slot, j: (mul_const(slot, self._hpg) + j) << x.bb_lg
         c.abase, c.dbase = Signal(2), Signal(2)         # 0 near, 1 far, 2 HC table
         c.ret = Signal(2)                               # 0 F_AR, 1 S_AW, 2 M_PICK, 3 C_AR
+        # the next burst's length, registered before the state that asks for it: from the
+        # offset in ADD_BASE (the bases are 4 KB aligned, so the offset's place in its page
+        # is the address's), again in LEN after a burst that left beats, and in M_PICK for
+        # a move (the shorter of its read's and its write's)
+        c.beats = Signal(9)
+        c.next_beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "n")
+        c.next_dst_beats = burst_beats(m, c.dst, c.rem, c.max_burst, self._bus_bytes, "d")
         self._cand_keys(m, x, c)
         with m.If(c.rx):
             m.d.comb += x.own_r.eq(1)
@@ -454,19 +476,27 @@ class KvMemoryManager(wiring.Component):
             with m.State("ADD_BASE"):
                 bases = Array([self.near_base, self.far_base, self.hc_base, self.hc_base])
                 m.d.sync += [c.addr.eq(c.addr + bases[c.abase]),
-                             c.dst.eq(c.dst + bases[c.dbase])]
-                with m.Switch(c.ret):
-                    for k, state in enumerate(("F_AR", "S_AW", "M_PICK", "C_AR")):
-                        with m.Case(k):
-                            m.next = state
+                             c.dst.eq(c.dst + bases[c.dbase]), c.beats.eq(c.next_beats)]
+                self._return(m, c)
+            with m.State("LEN"):
+                m.d.sync += c.beats.eq(c.next_beats)
+                self._return(m, c)
             self._cand_states(m, x, c)
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | ~x.delivery_idle |
-                                 (x.reads_out != 0) | (x.writes_out != 0))
-        with m.If(self.busy):
+        working = ~fsm.ongoing("IDLE") | ~x.delivery_idle | (x.reads_out != 0) | (
+            x.writes_out != 0)
+        m.d.comb += self.busy.eq(working | x.e_pend)
+        with m.If(working):
             m.d.sync += bump(self.perf.busy)
 
-    def _ctab_index(self, cmd):
-        return self._index(mul_const(cmd.layer, self._groups) + cmd.group, cmd.owner)
+    @staticmethod
+    def _return(m, c):
+        with m.Switch(c.ret):
+            for k, state in enumerate(("F_AR", "S_AW", "M_PICK", "C_AR")):
+                with m.Case(k):
+                    m.next = state
+
+    def _ctab_index(self, c):
+        return self._index(c.ctx, c.cmd.owner)
 
     def _index(self, ctx, cluster):
         """The cluster table's (and candidate map's) entry of ``cluster`` in context ``ctx``
@@ -494,14 +524,24 @@ class KvMemoryManager(wiring.Component):
         with m.State("IDLE"):
             m.d.comb += i.ready.eq(1)
             with m.If(i.valid):
-                m.d.sync += cmd.eq(i.payload)
+                # the command's (layer, group) context registered with it
+                m.d.sync += [cmd.eq(i.payload),
+                             c.ctx.eq(mul_const(i.payload.layer, self._groups) +
+                                      i.payload.group)]
                 m.next = "DECODE"
         with m.State("DECODE"):
             ctx_ok = (cmd.layer < self._layers) & (cmd.group < self._groups)
             by_index = (cmd.op == self.FETCH) & cmd.by_index
-            bad_cmd = (~ctx_ok | (cmd.head >= self._hpg) | (cmd.op > self.CAND) |
-                       Mux(by_index, cmd.owner >= x.n_cand[c.ctx],
-                           cmd.owner >= self._clusters))
+            # the owner against the table's size by its high bits alone, and (by index)
+            # against the list's length by its low ones: no comparison of all id_bits
+            high = cmd.owner[x.cl_lg:].any() if len(cmd.owner) > x.cl_lg else Const(0)
+            low = cmd.owner[:x.cl_lg] if x.cl_lg else Const(0)
+            bad_fields = (~ctx_ok | (cmd.head >= self._hpg) | (cmd.op > self.CAND) | high)
+            # a fetch by index past the list: refused in F_MAP (the comparison is registered
+            # here, off the next-state logic), unless refused here for another reason
+            bad_index = by_index & (low >= x.n_cand[c.ctx])
+            m.d.sync += c.idx_bad.eq(bad_index)
+            bad_cmd = bad_fields | bad_index
             bad_reg = ((self.near_base[:12] != 0) | (self.far_base[:12] != 0) |
                        (self.hc_base[:12] != 0) |
                        (self.near_slots == 0) | (self.near_slots > self._near_slots) |
@@ -509,17 +549,14 @@ class KvMemoryManager(wiring.Component):
             with m.If(cmd.op == self.CLEAR):
                 m.d.sync += c.init_i.eq(0)
                 m.next = "INIT"
-            with m.Elif(bad_cmd | bad_reg):
+            with m.Elif(bad_fields | bad_reg):
                 self._fail(m, x, Mux(bad_cmd, 1, 2))
                 m.d.sync += bump(self.perf.refused)
                 with m.If(cmd.op == self.STORE):
                     m.d.sync += c.drain.eq(self._hpg * self.beats_per_token)
                     m.next = "DRAIN"
                 with m.Elif(cmd.op == self.FETCH):
-                    m.d.sync += c.fetch_err.eq(1)
-                    with m.If(cmd.first):
-                        m.d.sync += c.fetch_drop.eq(0)
-                    m.next = "F_DONE"
+                    self._refuse_fetch(m, c)
                 with m.Elif(cmd.op == self.CAND):
                     m.next = "C_BAD"
                 with m.Else():
@@ -540,10 +577,21 @@ class KvMemoryManager(wiring.Component):
             with m.If((c.drain == 0) | ((c.drain == 1) & self.i_data.valid)):
                 m.next = "IDLE"
 
+    def _refuse_fetch(self, m, c):
+        m.d.sync += c.fetch_err.eq(1)
+        with m.If(c.cmd.first):
+            m.d.sync += c.fetch_drop.eq(0)
+        m.next = "F_DONE"
+
     def _fetch_states(self, m, x, c):
         cmd, a, p = c.cmd, self._axi, self.perf
         with m.State("F_MAP"):
-            m.next = "F_MAP2"
+            with m.If(c.idx_bad):
+                self._fail(m, x, 1)
+                m.d.sync += bump(p.refused)
+                self._refuse_fetch(m, c)
+            with m.Else():
+                m.next = "F_MAP2"
         with m.State("F_MAP2"):
             m.d.sync += cmd.owner.eq(x.cm_rd.data)
             m.next = "F_MAP3"
@@ -572,7 +620,9 @@ class KvMemoryManager(wiring.Component):
         with m.State("F_BT"):
             m.next = "F_BT2"
         with m.State("F_BT2"):
-            be = x.bt_rd.data
+            m.next = "F_BT3"
+        with m.State("F_BT3"):
+            be = x.bt_q
             m.d.sync += [c.be.eq(be), c.off.eq(0), c.rem.eq(be.fill << x.bpt_lg)]
             with m.If(be.fill != 0):
                 m.next = "F_OFF"
@@ -586,7 +636,7 @@ class KvMemoryManager(wiring.Component):
                          c.ret.eq(0)]
             m.next = "ADD_BASE"
         with m.State("F_AR"):
-            beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "f")
+            beats = c.beats
             room = (x.reads_out < self._max_reads) & x.rq.w_rdy
             m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1),
                          a("arvalid").eq(room),
@@ -602,6 +652,8 @@ class KvMemoryManager(wiring.Component):
                         m.next = "F_BT"
                     with m.Else():
                         m.next = "F_DONE"
+                with m.Else():
+                    m.next = "LEN"
         with m.State("F_DONE"):
             with m.If(cmd.last):
                 m.d.comb += [x.rq_w.end.eq(1), x.rq_w.stale.eq(c.fetch_drop),
@@ -634,7 +686,9 @@ class KvMemoryManager(wiring.Component):
         with m.State("S_TAIL"):
             m.next = "S_TAIL2"
         with m.State("S_TAIL2"):
-            be = x.bt_rd.data
+            m.next = "S_TAIL3"
+        with m.State("S_TAIL3"):
+            be = x.bt_q
             with m.If((be.fill < self._bt) & ~be.far):
                 m.d.sync += [c.target.eq(c.bid), c.tslot.eq(be.slot), c.tfill.eq(be.fill),
                              c.j.eq(0)]
@@ -649,7 +703,9 @@ class KvMemoryManager(wiring.Component):
             with m.Else():
                 m.next = "S_ALLOC2"
         with m.State("S_ALLOC2"):
-            nw = x.nw_rd.data
+            m.next = "S_ALLOC3"
+        with m.State("S_ALLOC3"):
+            nw = x.nw_q
             with m.If(nw.valid & (c.far_count >= self.far_slots)):
                 self._fail(m, x, 9)
                 m.d.sync += [bump(p.refused), c.drain.eq(self._hpg * self.beats_per_token)]
@@ -662,7 +718,9 @@ class KvMemoryManager(wiring.Component):
         with m.State("S_VIC"):
             m.next = "S_VIC2"
         with m.State("S_VIC2"):
-            m.d.sync += [c.be.eq(x.bt_rd.data), c.vfill.eq(x.bt_rd.data.fill), c.j.eq(0),
+            m.next = "S_VIC3"
+        with m.State("S_VIC3"):
+            m.d.sync += [c.be.eq(x.bt_q), c.vfill.eq(x.bt_q.fill), c.j.eq(0),
                          c.rerr.eq(0), x.b_err.eq(0), c.hc.eq(0)]
             m.next = "M_SETUP"
         with m.State("S_NEW"):
@@ -671,7 +729,7 @@ class KvMemoryManager(wiring.Component):
                          x.bt_wr.data.slot.eq(c.alloc_slot),
                          x.nw_wr.addr.eq(c.alloc_slot), x.nw_wr.en.eq(1),
                          x.nw_wr.data.valid.eq(1), x.nw_wr.data.bid.eq(nb),
-                         x.ct_wr.addr.eq(self._ctab_index(cmd)), x.ct_wr.en.eq(1),
+                         x.ct_wr.addr.eq(self._ctab_index(c)), x.ct_wr.en.eq(1),
                          x.ct_wr.data.eq(c.ct), x.ct_wr.data.valid.eq(1),
                          x.ct_wr.data.tail.eq(nb),
                          x.ct_wr.data.head.eq(Mux(c.ct.valid, c.ct.head, nb))]
@@ -689,7 +747,9 @@ class KvMemoryManager(wiring.Component):
         with m.State("S_LINK"):
             m.next = "S_LINK2"
         with m.State("S_LINK2"):
-            be = x.bt_rd.data
+            m.next = "S_LINK3"
+        with m.State("S_LINK3"):
+            be = x.bt_q
             m.d.comb += [x.bt_wr.addr.eq(c.bid), x.bt_wr.en.eq(1), x.bt_wr.data.eq(be),
                          x.bt_wr.data.has_next.eq(1), x.bt_wr.data.next.eq(c.target)]
             m.next = "S_W_SETUP"
@@ -707,7 +767,7 @@ class KvMemoryManager(wiring.Component):
                 m.d.sync += x.b_err.eq(0)
             m.next = "ADD_BASE"
         with m.State("S_AW"):
-            beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "s")
+            beats = c.beats
             m.d.comb += [a("awaddr").eq(c.addr), a("awlen").eq(beats - 1),
                          a("awvalid").eq(x.writes_out < self._max_writes)]
             with m.If(x.aw_go):
@@ -726,7 +786,7 @@ class KvMemoryManager(wiring.Component):
                     m.d.sync += [c.addr.eq(c.addr + (c.wbeats << x.bus_lg)),
                                  c.rem.eq(c.rem - c.wbeats)]
                     with m.If(c.rem != c.wbeats):
-                        m.next = "S_AW"
+                        m.next = "LEN"
                     with m.Elif(c.j == self._hpg - 1):
                         m.next = "S_B"
                     with m.Else():
@@ -745,10 +805,10 @@ class KvMemoryManager(wiring.Component):
                     m.next = "M_SETUP"
         with m.State("S_COMMIT"):
             # the token's slot and the cluster's count (or its poisoning), then the fill
-            ctx = mul_const(cmd.layer, self._groups) + cmd.group
+            ctx = c.ctx
             m.d.comb += [x.tk_wr.addr.eq(Cat(c.tfill[:x.bt_lg], c.target)),
                          x.tk_wr.data.eq(cmd.token), x.tk_wr.en.eq(1),
-                         x.ct_wr.addr.eq(self._ctab_index(cmd)), x.ct_wr.en.eq(1),
+                         x.ct_wr.addr.eq(self._ctab_index(c)), x.ct_wr.en.eq(1),
                          x.ct_wr.data.eq(c.ct)]
             with m.If(c.h_err):
                 m.d.comb += x.ct_wr.data.poisoned.eq(1)
@@ -758,14 +818,17 @@ class KvMemoryManager(wiring.Component):
                              x.ct_wr.data.cur_step.eq(cmd.step),
                              x.ct_wr.data.cur_n.eq(Mux(same & (c.ct.count != 0),
                                                        c.ct.cur_n + 1, 1))]
-            with m.If(cmd.owner >= x.n_clusters[ctx]):
-                m.d.sync += x.n_clusters[ctx].eq(cmd.owner + 1)
+            low = cmd.owner[:x.cl_lg] if x.cl_lg else Const(0)   # the owner is in range
+            with m.If(low >= x.n_clusters[ctx]):
+                m.d.sync += x.n_clusters[ctx].eq(low + 1)
             m.d.sync += [c.bid.eq(c.target), bump(p.stored_tokens)]
             m.next = "S_C"
         with m.State("S_C"):
             m.next = "S_C2"
         with m.State("S_C2"):
-            be = x.bt_rd.data
+            m.next = "S_C3"
+        with m.State("S_C3"):
+            be = x.bt_q
             m.d.comb += [x.bt_wr.addr.eq(c.bid), x.bt_wr.en.eq(1), x.bt_wr.data.eq(be),
                          x.bt_wr.data.fill.eq(be.fill + 1)]
             m.next = "IDLE"
@@ -774,14 +837,20 @@ class KvMemoryManager(wiring.Component):
         """The offset from ``hc_base`` of the sums of ``head`` in the command's cluster
         record (or, listing candidates, in cluster ``c.ci``'s)."""
         rec = self._hpg * 4 * self._head_dim
-        idx = Mux(c.cand_mode, self._index(c.ctx, c.ci), self._ctab_index(c.cmd))
+        idx = Mux(c.cand_mode, self._index(c.ctx, c.ci), self._ctab_index(c))
         return mul_const(idx, rec) + mul_const(head, 4 * self._head_dim)
 
-    def _k_lanes(self, x, c):
-        """The K values (sign-extended) of the sums beat ``c.hi`` of head ``c.j``."""
+    def _k_lanes(self, m, x, c):
+        """The K values (sign-extended) of the sums beat ``c.hi`` of head ``c.j``: read a
+        beat ahead (for the beat ``c.hi`` will be after this cycle) and registered, so the
+        K buffer's read is not on the path from an R beat to its W beat."""
         lanes = self._bus_bytes // 4
-        word = x.kb_rd.data.word_select(c.hi[:2], 8 * lanes)
-        return [word[8 * k:8 * k + 8].as_signed() for k in range(lanes)]
+        hi_next = Signal.like(c.hi, name="hi_next")
+        kq = Signal(8 * lanes, name="kq")
+        m.d.comb += [hi_next.eq(Mux(x.w_go, c.hi + 1, c.hi)),
+                     x.kb_rd.addr.eq(mul_const(c.j, x.kbeats) + (hi_next >> 2))]
+        m.d.sync += kq.eq(x.kb_rd.data.word_select(hi_next[:2], 8 * lanes))
+        return [kq[8 * k:8 * k + 8].as_signed() for k in range(lanes)]
 
     def _move_states(self, m, x, c):
         """One sequence for both read-modify-write jobs, per head of the group and burst by
@@ -793,7 +862,7 @@ class KvMemoryManager(wiring.Component):
         a, p = self._axi, self.perf
         hbeats = 4 * self._head_dim // self._bus_bytes
         lanes = self._bus_bytes // 4
-        m.d.comb += x.kb_rd.addr.eq(mul_const(c.j, x.kbeats) + (c.hi >> 2))
+        k = self._k_lanes(m, x, c)
         with m.State("M_SETUP"):
             with m.If(c.hc):
                 off = self._hc_off(c, c.j)
@@ -806,15 +875,15 @@ class KvMemoryManager(wiring.Component):
             m.d.sync += c.ret.eq(2)
             m.next = "ADD_BASE"
         with m.State("M_PICK"):
+            m.d.sync += c.beats.eq(Mux(c.next_beats < c.next_dst_beats, c.next_beats,
+                                       c.next_dst_beats))
             with m.If(c.rem == 0):
                 m.next = "M_NEXT"
             with m.Elif(c.rd):
                 m.next = "M_AR"
             with m.Else():
                 m.next = "M_AW"
-        rb = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "mr")
-        wb = burst_beats(m, c.dst, c.rem, c.max_burst, self._bus_bytes, "mw")
-        beats = Mux(rb < wb, rb, wb)
+        beats = c.beats
         with m.State("M_AR"):
             m.d.comb += [a("araddr").eq(c.addr), a("arlen").eq(beats - 1), a("arvalid").eq(1)]
             with m.If(x.ar_go):
@@ -826,7 +895,6 @@ class KvMemoryManager(wiring.Component):
                 m.d.sync += [c.wbeats.eq(beats), c.wi.eq(0)]
                 m.next = "M_DATA"
         with m.State("M_DATA"):
-            k = self._k_lanes(x, c)
             old = [a("rdata")[32 * i:32 * i + 32].as_signed() for i in range(lanes)]
             summed = Cat(*[Mux(c.rd, old[i] + k[i], k[i])[:32] for i in range(lanes)])
             m.d.comb += [a("wdata").eq(Mux(c.hc, summed, a("rdata"))),
@@ -1007,13 +1075,17 @@ class KvMemoryManager(wiring.Component):
             m.d.sync += c.ct.eq(x.ct_rd.data)
             m.next = "C_CHK2"
         with m.State("C_CHK2"):
+            # the entry's past members (and whether it is a candidate) registered, then used
             e = c.ct
             pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
-            with m.If(e.valid & ~e.poisoned & (pst[:cb] != 0)):
+            m.d.sync += [cnt.eq(e.count), past.eq(pst),
+                         c.cand_ok.eq(e.valid & ~e.poisoned & (pst[:cb] != 0))]
+            m.next = "C_CHK3"
+        with m.State("C_CHK3"):
+            with m.If(c.cand_ok):
                 m.d.comb += [x.cm_wr.addr.eq(self._index(c.ctx, c.ncand)),
                              x.cm_wr.data.eq(c.ci), x.cm_wr.en.eq(1)]
-                m.d.sync += [cnt.eq(e.count), past.eq(pst), c.ncand.eq(c.ncand + 1),
-                             bump(p.candidates)]
+                m.d.sync += [c.ncand.eq(c.ncand + 1), bump(p.candidates)]
                 with m.If(cmd.counts):
                     m.next = "C_COUNT"
                 with m.Else():
@@ -1023,7 +1095,7 @@ class KvMemoryManager(wiring.Component):
             with m.Else():
                 m.d.sync += c.ci.eq(c.ci + 1)
                 m.next = "C_RD"
-        beats = burst_beats(m, c.addr, c.rem, c.max_burst, self._bus_bytes, "c")
+        beats = c.beats
         with m.State("C_AR"):
             # the ready-valid rule: once raised, arvalid stays until taken (only this state's
             # own AR fills reads_out and the candidate FIFO)
@@ -1040,6 +1112,7 @@ class KvMemoryManager(wiring.Component):
                 with m.Else():
                     m.d.sync += [c.addr.eq(c.addr + (beats << x.bus_lg)),
                                  c.rem.eq(c.rem - beats)]
+                    m.next = "LEN"
         with m.State("C_COUNT"):
             # a counts-only list: one beat a candidate, no key read
             m.d.comb += [o.valid.eq(1), o.payload.data.eq(0), o.payload.cluster.eq(c.ci),
