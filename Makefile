@@ -77,7 +77,7 @@ research: $(STAMP)
 	$(PY) -m golden.research $(foreach t,$(or $(TRACES),$(TRACE)),--trace $(t))
 
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist worksteal -q --durations=20 verif
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q --durations=40 verif
 
 # the long runs kept out of `make test`: whole real traces, long streams with faults
 soak: $(STAMP)
