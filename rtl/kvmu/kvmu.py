@@ -291,7 +291,12 @@ class KvMemoryManager(wiring.Component):
         out_valid, out_data = Signal(), Signal(8 * self._bus_bytes)
         out_first, out_end, out_stale, out_err = Signal(), Signal(), Signal(), Signal()
         can_load = ~out_valid | o.ready
-        m.d.comb += [o.valid.eq(out_valid), o.payload.data.eq(out_data),
+        # the data register loads the R channel's data whenever it may load (an end beat's
+        # data reads as 0 at the output), so its 8·bus_bytes enables carry none of the R
+        # channel's decisions (they were the clock's limit: docs/kvmu.md)
+        with m.If(can_load):
+            m.d.sync += out_data.eq(a("rdata"))
+        m.d.comb += [o.valid.eq(out_valid), o.payload.data.eq(Mux(out_end, 0, out_data)),
                      o.payload.token.eq(Mux(out_end, 0, x.tk_rd.data)),
                      o.payload.first.eq(out_first), o.payload.end.eq(out_end),
                      o.payload.stale.eq(out_stale), o.payload.error.eq(out_err)]
@@ -314,7 +319,7 @@ class KvMemoryManager(wiring.Component):
             with m.If(d.end):
                 with m.If(can_load):
                     m.d.comb += x.rq.r_en.eq(1)
-                    m.d.sync += [out_valid.eq(1), out_end.eq(1), out_first.eq(0), out_data.eq(0),
+                    m.d.sync += [out_valid.eq(1), out_end.eq(1), out_first.eq(0),
                                  out_stale.eq(d.stale), out_err.eq(d.err | x.r_drop),
                                  x.r_drop.eq(0)]
             with m.Else():
@@ -323,8 +328,7 @@ class KvMemoryManager(wiring.Component):
                     bad = a("rresp") != 0
                     with m.If(~x.r_drop & ~bad):
                         m.d.sync += [out_valid.eq(1), out_end.eq(0), out_stale.eq(0),
-                                     out_err.eq(0), out_data.eq(a("rdata")),
-                                     out_first.eq(pos[:x.bpt_lg] == 0)]
+                                     out_err.eq(0), out_first.eq(pos[:x.bpt_lg] == 0)]
                     with m.If(bad):
                         m.d.sync += [x.r_drop.eq(1), bump(p.bus_errors)]
                         m.d.comb += x.r_err.eq(~x.r_drop)
@@ -995,18 +999,20 @@ class KvMemoryManager(wiring.Component):
             # stage 0: the R beat, when the list is keyed and a candidate is waiting
             with m.If(c.rx):
                 m.d.comb += a("rready").eq(cq.r_rdy)
-            m.d.sync += meta[0].valid.eq(x.r_go & c.rx)
+            # the stage's fields load on every move, valid or not (only `valid` says which),
+            # so their enables carry none of the R channel's decisions
+            m.d.sync += [meta[0].valid.eq(x.r_go & c.rx),
+                         meta[0].cnt.eq(head.cnt), meta[0].ci.eq(head.ci),
+                         meta[0].past.eq(head.past), meta[0].pos.eq(rx_i[:2]),
+                         meta[0].first.eq(rx_i < 4),
+                         meta[0].last.eq((rx_i[:2] == 3) | (rx_i == hbeats - 1))]
+            bad = a("rresp") != 0               # a failed beat's sums are taken as zero
+            for i in range(lanes):
+                s = a("rdata")[32 * i:32 * i + 32].as_signed()
+                m.d.sync += [neg[0][i].eq(~bad & (s < 0)),
+                             num[0][i].eq(Mux(bad, 0, Mux(s < 0, -s, s)))]
             with m.If(x.r_go & c.rx):
-                m.d.sync += [meta[0].cnt.eq(head.cnt), meta[0].ci.eq(head.ci),
-                             meta[0].past.eq(head.past), meta[0].pos.eq(rx_i[:2]),
-                             meta[0].first.eq(rx_i < 4),
-                             meta[0].last.eq((rx_i[:2] == 3) | (rx_i == hbeats - 1)),
-                             rx_i.eq(rx_i + 1), bump(p.hc_read_beats)]
-                bad = a("rresp") != 0           # a failed beat's sums are taken as zero
-                for i in range(lanes):
-                    s = a("rdata")[32 * i:32 * i + 32].as_signed()
-                    m.d.sync += [neg[0][i].eq(~bad & (s < 0)),
-                                 num[0][i].eq(Mux(bad, 0, Mux(s < 0, -s, s)))]
+                m.d.sync += [rx_i.eq(rx_i + 1), bump(p.hc_read_beats)]
                 with m.If(rx_i == hbeats - 1):
                     m.d.comb += cq.r_en.eq(1)
                     m.d.sync += rx_i.eq(0)
