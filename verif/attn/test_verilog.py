@@ -2,7 +2,7 @@
 run under cocotb + Verilator per build point."""
 import pytest
 
-from verif.lib.runner import run_point
+from verif.lib.runner import build_points, run_point
 from vrex.config import Config
 
 # the engine at n = 4 (small buffers, two layer contexts), 8 (the FPGA default) and 16 (WTU
@@ -25,8 +25,7 @@ SHORT = {"n4_k192_b128", "n16_w8"}
 
 # n16_w8 in make soak (since session 32: 3 minutes, most of it Verilator building 256 cells;
 # the Amaranth tier runs the engine with WTU beats narrower than n at n = 4 and 8)
-@pytest.mark.parametrize("point", [pytest.param(p, marks=pytest.mark.soak) if p == "n16_w8"
-                                   else p for p in ENGINE_POINTS])
+@pytest.mark.parametrize("point", build_points(ENGINE_POINTS, soak={"n16_w8"}))
 def test_engine_verilog(point):
     run_point("attn", point, ENGINE_POINTS[point],
               extra_env={"VREX_TRACE_SHORT": "1"} if point in SHORT else None)

@@ -2,7 +2,7 @@
 import pytest
 
 from rtl import HashClusterUnit
-from verif.lib.runner import run_point
+from verif.lib.runner import build_points, run_point
 from vrex.config import Config
 from vrex.emit import write_verilog
 
@@ -31,7 +31,6 @@ FILTERS = {"l4_w1024_h32": r"^(?!.*directed_cases/crossing=(none|idle|backpressu
 
 # l16_w64_h64 in make soak (since session 32: 44 s; 16 lanes stay here at l16_w16_h32_c3, 64
 # planes in the Amaranth tier)
-@pytest.mark.parametrize("point", [pytest.param(p, marks=pytest.mark.soak) if p == "l16_w64_h64"
-                                   else p for p in POINTS])
+@pytest.mark.parametrize("point", build_points(POINTS, soak={"l16_w64_h64"}))
 def test_hcu_verilog(point):
     run_point("hcu", point, POINTS[point], test_filter=FILTERS.get(point))

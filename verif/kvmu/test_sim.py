@@ -250,8 +250,8 @@ def test_clear():
 # both in make soak (`paper` since session 32): the Verilog tier's default point runs the
 # trace's first four steps under both presets, spilling, under pauses (verif/kvmu/tb.py:
 # real_trace)
-@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.soak)
-                                    for p in ("paper", "tuned")])
+@pytest.mark.soak
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
 def test_trace(preset):
     """The bundled real trace's first steps (its K/V rows, its golden ReSV clusters and
     selections) with a near tier of 8 logical blocks, so it spills: every candidate list is

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from vrex.config import Config
 
-__all__ = ["run_cocotb", "tb_config", "failures", "ROOT"]
+__all__ = ["run_cocotb", "run_point", "build_points", "tb_config", "failures", "ROOT"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,3 +142,12 @@ def run_point(block: str, point: str, cfg: Config, test_filter: str | None = Non
                          **BUILD_POINTS.get((block, point), {}))
     if msg := failures(results, build):
         pytest.fail(msg, pytrace=False)
+
+
+def build_points(points, soak=()) -> list:
+    """Pytest parameters over the names of ``points`` (a Verilog tier's build points), those
+    named in ``soak`` marked for ``make soak`` (kept out of ``make test`` for their time)."""
+    import pytest
+    unknown = set(soak) - set(points)
+    assert not unknown, f"no such build points: {sorted(unknown)}"
+    return [pytest.param(p, marks=pytest.mark.soak) if p in soak else p for p in points]
