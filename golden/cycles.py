@@ -22,7 +22,8 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
 - predict: after a reset, the KVMU's HC table initialisation (an entry a cycle: layers ·
   groups · ``kvmu_clusters``, on the first descriptor); the first head's counts list (a
   constant per candidate: the HC table's visits, and a round trip; a later head's list runs
-  while the previous head attends, hidden behind its compute), scoring (the engine's SCORE command, whose B buffer
+  while the previous head attends, hidden behind its compute; in a queued stream the first
+  head's walk runs while the descriptor before attends, :func:`predict_stream`), scoring (the engine's SCORE command, whose B buffer
   loads the representative keys as the KVMU streams them: a candidate every ``max(kc,
   interval)`` cycles instead of ``kc``, the interval the slowest of the KVMU's issue of one
   candidate in 5 cycles, its ``4d/bus`` sum beats through the pipelined dividers, its
@@ -41,7 +42,9 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
 - store: per hashed token a constant, a constant per head (its four bursts), the slower of
   its store's beats (K and V rows and the cluster sums' read-add-write, ``hpg·(2d + 8d)/bus``)
   and the hash projection (``hash_dim·n_hp/n²`` cycles a token on the array; the hash runs
-  beside the stores), and the sums' round trips (``hpg·L``);
+  beside the stores), and the sums' reads, a round trip a head one after another (``hpg·L``),
+  for every token but those that open their cluster (whose sums are written without a read:
+  ``opened``, :func:`opened_tokens`);
 - swap (a build with fewer HCU contexts than cluster windows, ``golden.core.window_moves``):
   a constant a move; a save streams the HCU's window out (``words + 3W/lanes`` cycles, the
   image's ``words`` context words, a word a cycle through the width converter) while the next image's read
@@ -58,7 +61,7 @@ from vrex.config import ctx_image_bytes as image_bytes
 
 from .core import fetch_chunks, head_chunks
 
-__all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict", "predict_stream", "load_fit", "FIT",
+__all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict", "predict_stream", "lists_ahead", "opened_tokens", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "swap", "store")
@@ -189,7 +192,7 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     # the group's hash runs on the array beside its stores: a token costs the slower of the
     # two (one coefficient for both, so a bus width the fit has not seen scales the same way)
     st["store_beats"] = TG * max(store_tok, hash_tok)
-    st["token_trips"] = TG * g["hpg"] * lat
+    st["token_trips"] = (TG - row["opened"]) * g["hpg"] * lat
     sw = f["swap"]
     saves, loads = row.get("saves", 0), row.get("loads", 0)    # a row without: no moves
     words = g["ctx_words"]         # a word a cycle through the width converter (no gap)
@@ -295,16 +298,57 @@ def load_fit(path=FIT) -> dict:
     return json.loads(Path(path).read_text())["coefficients"]
 
 
-def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool) -> dict:
+def opened_tokens(golden_steps) -> list[int]:
+    """Per descriptor of a stream from a reset: its stored tokens (one per hash group) that
+    open their cluster, the cluster having had no member before (the KVMU writes such a
+    token's sums without reading them)."""
+    seen, out = {}, []
+    for ls in golden_steps:
+        n = 0
+        for g in range(ls.clusters.shape[0]):
+            have = seen.setdefault((ls.layer, g), set())
+            for c in ls.clusters[g].tolist():
+                n += c not in have
+                have.add(c)
+        out.append(n)
+    return out
+
+
+# the KVMU's counts-only walk: a cycle a state of C_RD, C_CHK, C_CHK2, C_CHK3, C_COUNT per
+# candidate, about as many for the list's start and end (rtl/kvmu/kvmu.py)
+WALK_CYCLES = 5
+
+
+def lists_ahead(golden_steps, max_tokens: int) -> list[bool]:
+    """Per descriptor of a stream queued as a whole: whether its first head's counts list is
+    taken ahead, while the descriptor before it attends its last head: if that one's layer
+    is another (its stores do not change this one's HC table) and both run (steps within
+    ``max_tokens``, the build's ``core_max_tokens``)."""
+    return [i > 0 and prev.layer != ls.layer and max(prev.step_len, ls.step_len) <= max_tokens
+            for i, (prev, ls) in enumerate(zip([None] + list(golden_steps), golden_steps))]
+
+
+def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool,
+                   queued: bool = False) -> dict:
     """The model's cycles per phase for a stream's descriptors (``golden.core.run_stream``'s
-    :class:`~golden.core.LayerStep` list) run one after another from a reset."""
+    :class:`~golden.core.LayerStep` list) run one after another from a reset: each written
+    once the one before is done (as the fitted runs were), or (``queued``) all in the queue:
+    then a descriptor's first counts list is taken ahead (:func:`lists_ahead`) and its walk,
+    ``WALK_CYCLES`` a candidate and as many for the list, hidden behind the attention before
+    it. Only the walk: the fitted per-candidate coefficient also carries costs of the keyed
+    list that grow with the candidates, and those stay."""
     from .core import window_moves
     g = _geometry(cfg)
     tot = dict.fromkeys(PHASES, 0.0)
+    ahead = lists_ahead(golden_steps, cfg.core_max_tokens) if queued else [False] * len(golden_steps)
+    opened = opened_tokens(golden_steps)
     for i, (ls, moves) in enumerate(zip(golden_steps, window_moves(golden_steps, cfg))):
-        row = dict(descriptor_sizes(ls, moves, cfg.attn_b_rows), first=i == 0)
+        row = dict(descriptor_sizes(ls, moves, cfg.attn_b_rows), first=i == 0,
+                   opened=opened[i])
         for ph, v in predict(coef, features(row, g, latency, centre)).items():
             tot[ph] += v
+        if ahead[i] and row["heads"]:
+            tot["predict"] -= WALK_CYCLES * (row["heads"][0]["cand"] + 1)
     return tot
 
 
@@ -419,8 +463,9 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
                   "chunks": chunks}] * per_core
         # the fetched K and V cross the bus once a pass and row tile when chunked
         passes = 2 * _cdiv(gq * t, n) if chunks else 1
+        # clusters of cluster_tokens tokens: one token in that many opens its cluster
         row = {"tokens": t, "sinks": P["sinks"], "hashed": t, "heads": heads,
-               "saves": swaps, "loads": swaps}
+               "saves": swaps, "loads": swaps, "opened": t / P["cluster_tokens"]}
         ph = predict(coef, features(row, one, P["latency"], centre=False))
         core = ph["predict"] + ph["attend"]
         byts = H * (2 * passes * fetched * d * P["kv_bytes"] + C * 4 * d + gq * t * d * 3

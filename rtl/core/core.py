@@ -90,7 +90,7 @@ class VrexCore(wiring.Component):
     """
 
     PERF = ("descriptors", "busy", "predict", "attend", "hash", "store", "dma_bursts",
-            "dma_beats", "out_bursts", "errors", "swap")
+            "dma_beats", "out_bursts", "errors", "swap", "ahead")
 
     def __init__(self, cfg):
         core_rules(cfg)
@@ -522,8 +522,11 @@ class VrexCore(wiring.Component):
         lc = SimpleNamespace(len=Signal(SPAN_BITS), row0=Signal(16), pos0=Signal(16),
                              sums=Signal(), ci0=Signal(16), ci=Signal(16), clen=Signal(16),
                              t0=Signal(SPAN_BITS), final=Signal())
-        # the next head's counts list, taken during this head's attention
+        # a counts list taken ahead, during a head's attention: the next head's, or after a
+        # descriptor's last head the first head's of the queued descriptor (only one that
+        # will reach its counts: of a step within core_max_tokens); its head uses it
         pre = SimpleNamespace(issued=Signal(), done=Signal(), err=Signal())
+        x.ahead = Signal()                    # a list issued for the queued descriptor
 
         # the HCU's assignments of a group's tokens, in order
         aq = fifo.SyncFIFOBuffered(width=len(h.o.payload.cluster), depth=cfg.core_max_tokens)
@@ -689,10 +692,12 @@ class VrexCore(wiring.Component):
 
             with m.State("H_COUNTS"):
                 m.d.sync += [nsel.eq(0), fetched.eq(0), x.phase.eq(1)]
-                with m.If(pre.done):
-                    # taken while the previous head attended
-                    m.d.sync += [pre.issued.eq(0), pre.done.eq(0)]
-                    counts_taken(pre.err)
+                with m.If(pre.issued):
+                    # taken ahead (while the previous head, or descriptor, attended): this
+                    # head's list, once it is in
+                    with m.If(pre.done):
+                        m.d.sync += [pre.issued.eq(0), pre.done.eq(0)]
+                        counts_taken(pre.err)
                 with m.Else():
                     kvmu_cmd(op=KvMemoryManager.CAND, layer=dsc["layer"], group=gi, head=gj,
                              step=dsc["step"], counts=1)
@@ -799,19 +804,24 @@ class VrexCore(wiring.Component):
                 fetch_ended()
                 # the overlap: once the fetches are in, the next head's counts list runs in
                 # the KVMU while the engine attends (the HC table is the step's, unchanged
-                # until the stores after the last head)
+                # until the stores after the last head); after the last head, the queued
+                # descriptor's first head's, if it is of another layer (its table is not
+                # this descriptor's to store into) and will run (within core_max_tokens).
+                # The list is taken as it comes, in any state (below), until its head uses
+                # it (``H_COUNTS``).
                 last_head = head == Hkv - 1
-                with m.If(~last_head & ~pre.issued & (x.b_src == _SRC_DMA)):
-                    kvmu_cmd(op=KvMemoryManager.CAND, layer=dsc["layer"],
-                             group=Mux(gj == hpg - 1, gi + 1, gi),
-                             head=Mux(gj == hpg - 1, 0, gj + 1), step=dsc["step"], counts=1)
+                ahead = (regs.o_desc.valid & (f["layer"] != dsc["layer"]) &
+                         (f["step_len"] <= cfg.core_max_tokens))
+                nl = Mux(last_head, f["layer"], dsc["layer"])
+                ngi = Mux(last_head, 0, Mux(gj == hpg - 1, gi + 1, gi))
+                ngj = Mux(last_head | (gj == hpg - 1), 0, gj + 1)
+                nstep = Mux(last_head, f["step"], dsc["step"])
+                with m.If((~last_head | ahead) & ~pre.issued & (x.b_src == _SRC_DMA)):
+                    kvmu_cmd(op=KvMemoryManager.CAND, layer=nl, group=ngi, head=ngj,
+                             step=nstep, counts=1)
                     with m.If(k.i_cmd.ready):
                         m.d.sync += [pre.issued.eq(1), ncand.eq(0), cw.eq(0)]
-                with m.If(pre.issued & ~pre.done):
-                    m.d.comb += x.cand_take.eq(1)
-                    take_counts()
-                    with m.If(k.o_cand.valid & k.o_cand.payload.end):
-                        m.d.sync += [pre.done.eq(1), pre.err.eq(k.o_cand.payload.error)]
+                        m.d.comb += x.ahead.eq(last_head)
                 with m.If(x.attn_done & x.out.idle & (x.b_src == _SRC_DMA) &
                           (last_head | pre.done)):
                     m.next = "H_NEXT"
@@ -938,11 +948,21 @@ class VrexCore(wiring.Component):
                         m.d.sync += x.phase.eq(3)
                         m.next = "G_HASH"
             with m.State("FINISH"):
+                # (a list taken ahead for the queued descriptor may still be coming: the
+                # KVMU runs it before this descriptor's stores, so it is in when they are)
                 with m.If(x.dma.idle & x.out.idle & ~k.busy & (pq.level == 0) &
                           ~x.jobgen_busy):
                     m.d.comb += [regs.done.eq(1), regs.done_version.eq(dsc["version"])]
                     m.d.sync += x.phase.eq(0)
                     m.next = "IDLE"
+        # a list taken ahead comes in whatever state the sequencer is in (only ``H_COUNTS_RX``
+        # and ``H_SCORE_RX`` take ``o_cand`` otherwise, and neither runs while one is pending:
+        # ``H_COUNTS`` waits for it)
+        with m.If(pre.issued & ~pre.done):
+            m.d.comb += x.cand_take.eq(1)
+            take_counts()
+            with m.If(k.o_cand.valid & k.o_cand.payload.end):
+                m.d.sync += [pre.done.eq(1), pre.err.eq(k.o_cand.payload.error)]
         self._errors(m, x, dsc)
 
     def _windows(self, m, x):
@@ -1239,6 +1259,7 @@ class VrexCore(wiring.Component):
         bump(p.store, x.phase == 4)
         bump(p.errors, x.error_now)
         bump(p.swap, x.phase == 5)
+        bump(p.ahead, x.ahead)
         m.d.comb += [p.dma_bursts.eq(x.dma.bursts), p.dma_beats.eq(x.dma.beats),
                      p.out_bursts.eq(x.out.bursts)]
         with m.If(x.reset_blocks):

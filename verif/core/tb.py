@@ -200,12 +200,19 @@ SYNTH_BUILD = dict(kvmu_clusters=64, kvmu_blocks=128, near_blocks=16, attn_b_row
 async def synthetic_stream_quiet_bus(dut):
     """A synthetic stream (prompt, frames, question) on a bus without pauses or latency;
     the core's busy cycles within 5% of the cycle model (``golden.cycles`` with the
-    coefficients of ``data/cycle_model.json``, fitted on other runs)."""
-    from golden.cycles import load_fit, predict_stream
+    coefficients of ``data/cycle_model.json``, fitted on other runs), the stream queued as
+    a whole: every descriptor after one of another layer has its first counts list taken
+    ahead (``core_ahead``), while that one attended."""
+    from golden.cycles import lists_ahead, load_fit, predict_stream
     cfg = tb_config()
     plan = _synthetic(cfg, 1)
     _, perf = await _stream(dut, plan)
-    model = sum(predict_stream(load_fit(), plan.golden, cfg, 0, cfg.centre).values())
+    want = sum(lists_ahead(plan.golden, cfg.core_max_tokens))
+    assert want > 0 and perf["core_ahead"] == want, (
+        f"{perf['core_ahead']} counts lists taken ahead, the stream has {want} descriptors "
+        f"queued behind one of another layer")
+    model = sum(predict_stream(load_fit(), plan.golden, cfg, 0, cfg.centre,
+                               queued=True).values())
     err = (model - perf["core_busy"]) / perf["core_busy"]
     dut._log.info(f"cycle model: {model:.0f} cycles, the RTL {perf['core_busy']} "
                   f"({100 * err:+.2f}%)")

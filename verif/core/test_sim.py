@@ -108,6 +108,36 @@ def test_core_limit_is_reported_and_the_stream_goes_on():
     assert info["perf"]["kvmu_stored_tokens"] == stored
 
 
+def test_core_step_over_max_tokens_is_refused_and_no_list_runs_ahead_for_it():
+    """Two layers, the question (7 tokens) over core_max_tokens (6): both its descriptors
+    refused with CORE_LIMIT (the first's version), nothing of them hashed, selected, fetched
+    or stored, every descriptor completed; the steps before bit-exact. Queued as a whole,
+    every descriptor behind one of another layer has its first counts list taken ahead
+    (PERF_CORE_AHEAD), the refused question's first descriptor none (it never reaches its
+    counts)."""
+    import dataclasses
+    from golden.cycles import lists_ahead
+    from vrex import regmap
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **dict(TINY, n_layers=2, question_tokens=7))
+    cfg = tiny_config("paper", n_layers=2, core_max_tokens=6)
+    plan = plan_stream(tr, qt, cfg)
+    over = [k for k, g in enumerate(plan.golden) if g.step_len > 6]
+    assert over == [6, 7], over
+    obs, info = run_core(plan, max_cycles=300_000)
+    assert info["error"] & 0xFF == regmap.ERRORS["CORE_LIMIT"][0]
+    assert info["error"] >> 16 == plan.descriptors[6]["version"]
+    assert obs.done == len(plan.descriptors)
+    ran = dataclasses.replace(plan, golden=plan.golden[:6], descriptors=plan.descriptors[:6])
+    obs.o_rows = obs.o_rows[:6]
+    assert not compare_run(ran, obs), compare_run(ran, obs)
+    ahead = lists_ahead(plan.golden, 6)
+    assert ahead == [False] + [True] * 5 + [False, False]
+    assert info["perf"]["core_ahead"] == sum(ahead)
+    assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden[:6])
+
+
 @pytest.mark.parametrize("b_rows, answers, latency, pauses", [
     (32, [2], 0, 0.0),          # a whole set's fetch; a later step fetches the block again
     (16, [0, 2], 5, 0.3),       # the chunked set's maximum's pass

@@ -2,6 +2,7 @@
 features' structure and the paper-setting evaluation's arithmetic. Its accuracy against the
 RTL is ``make cycles``' (fit and held-out runs) and test_verilog's core check."""
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -45,9 +46,39 @@ def test_score_cycles_is_the_engines_formula(n, m, k, l):
     assert cycles.score_cycles(n, m, k, l) == eng.command_cycles(m, k, l)
 
 
-def _row(t, attended, cand=0, sel=0, hashed=None):
+def _row(t, attended, cand=0, sel=0, hashed=None, opened=0):
     return {"tokens": t, "sinks": 0, "hashed": t if hashed is None else hashed,
+            "opened": opened,
             "heads": [{"cand": cand, "sel": sel, "fetched": 0, "attended": attended}] * 3}
+
+
+def test_store_reads_sums_only_for_tokens_that_join_a_cluster():
+    """A stored token's sums are read (a round trip a head) unless it opens its cluster."""
+    g = cycles._geometry(Config())
+    trips = lambda opened: cycles.features(_row(8, 40, opened=opened), g, 50,
+                                           False)["store"]["token_trips"]
+    tg = 8 * g["G"]
+    assert trips(0) == tg * g["hpg"] * 50
+    assert trips(3) == (tg - 3) * g["hpg"] * 50 and trips(tg) == 0
+
+
+def test_opened_tokens_counts_first_members_per_layer_and_group():
+    S = SimpleNamespace
+    steps = [S(layer=0, clusters=np.array([[0, 1, 1]])),     # 0 and 1 open
+             S(layer=1, clusters=np.array([[0, 0]])),        # another layer's 0
+             S(layer=0, clusters=np.array([[1, 2, 2]])),     # 2 opens
+             S(layer=0, clusters=np.array([[0], [0]]))]      # group 1's 0 opens
+    assert cycles.opened_tokens(steps) == [2, 1, 1, 1]
+
+
+def test_lists_ahead_need_another_layer_and_both_steps_run():
+    S = SimpleNamespace
+    steps = [S(layer=lay, step_len=t) for lay, t in ((0, 4), (1, 4), (0, 9), (1, 4), (1, 4),
+                                                     (0, 8))]
+    # the first has none before it; (0, 9) is over the 8 tokens (refused before its counts),
+    # so neither it nor the one behind it has a list ahead; (1, 4) behind (1, 4) is the same
+    # layer (its stores change the table)
+    assert cycles.lists_ahead(steps, 8) == [False, True, False, False, False, True]
 
 
 def test_features_grow_with_their_sizes():
