@@ -23,7 +23,8 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
   groups · ``kvmu_clusters``, on the first descriptor); the first head's counts list (a
   constant per candidate: the HC table's visits, and a round trip; a later head's list runs
   while the previous head attends, hidden behind its compute; in a queued stream the first
-  head's walk runs while the descriptor before attends, :func:`predict_stream`), scoring (the engine's SCORE command, whose B buffer
+  head's walk runs while the descriptor before attends, :func:`predict_stream`), scoring
+  (the engine's SCORE command, whose B buffer
   loads the representative keys as the KVMU streams them: a candidate every ``max(kc,
   interval)`` cycles instead of ``kc``, the interval the slowest of the KVMU's issue of one
   candidate in 5 cycles, its ``4d/bus`` sum beats through the pipelined dividers, its
@@ -61,7 +62,8 @@ from vrex.config import ctx_image_bytes as image_bytes
 
 from .core import fetch_chunks, head_chunks
 
-__all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict", "predict_stream", "lists_ahead", "opened_tokens", "load_fit", "FIT",
+__all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict",
+           "predict_stream", "lists_ahead", "opened_tokens", "load_fit", "FIT",
            "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "swap", "store")
@@ -340,7 +342,8 @@ def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool,
     from .core import window_moves
     g = _geometry(cfg)
     tot = dict.fromkeys(PHASES, 0.0)
-    ahead = lists_ahead(golden_steps, cfg.core_max_tokens) if queued else [False] * len(golden_steps)
+    ahead = (lists_ahead(golden_steps, cfg.core_max_tokens) if queued
+             else [False] * len(golden_steps))
     opened = opened_tokens(golden_steps)
     for i, (ls, moves) in enumerate(zip(golden_steps, window_moves(golden_steps, cfg))):
         row = dict(descriptor_sizes(ls, moves, cfg.attn_b_rows), first=i == 0,

@@ -124,7 +124,8 @@ async def measure_queued(dut, tb, plans, serial: dict) -> dict:
         out[preset] = {"cycles": perf["core_busy"], "one_at_a_time": one,
                        "saved": one - perf["core_busy"],
                        "saved_pct": 100.0 * (one - perf["core_busy"]) / max(one, 1),
-                       "ahead": perf["core_ahead"], "ahead_possible": sum(lists_ahead(plan.golden, plan.cfg.core_max_tokens)),
+                       "ahead": perf["core_ahead"],
+                       "ahead_possible": sum(lists_ahead(plan.golden, plan.cfg.core_max_tokens)),
                        "error_code": err, "pass": ok and err & 0xFF == 0}
         tb.obs.o_rows = []
     return out
