@@ -34,14 +34,16 @@ from vrex import regmap
 PHASES = ("core_predict", "core_attend", "core_hash", "core_swap", "core_store")
 
 
-def stream_plans(cfg):
-    """The streams a run measures, ``[(name, StreamPlan)]``: ``VREX_MEASURE`` (JSON) names
-    them, else the bundled trace's first ``VREX_STEPS`` steps under both presets.
+def stream_plans(cfg, spec: dict | None = None):
+    """The streams a run measures, ``[(name, StreamPlan)]``: ``spec``, or ``VREX_MEASURE``
+    (JSON), names them, else the bundled trace's first ``VREX_STEPS`` steps under both
+    presets.
     ``{"trace": path or "bundled", "layers": [...], "steps": n, "presets": [...]}`` cuts a
     real trace to the build's layers; ``{"synthetic": {synthetic_trace's arguments},
     "presets": [...]}`` makes a seeded synthetic stream of the build's geometry."""
     from golden.trace import cut_trace, load_trace, quantise, synthetic_trace
-    spec = json.loads(os.environ.get("VREX_MEASURE") or "{}")
+    if spec is None:
+        spec = json.loads(os.environ.get("VREX_MEASURE") or "{}")
     if not spec:
         return trace_plans(cfg)
     if "synthetic" in spec:
@@ -116,7 +118,7 @@ async def measure_queued(dut, tb, plans, serial: dict) -> dict:
     out = {}
     for preset, plan in plans:
         await soft_reset(tb)
-        tb.obs.o_rows = []
+        tb.obs.o_rows = []                      # run_plan appends the plan's rows
         err = await tb.run_plan(plan)
         perf = await tb.counters()
         ok = all(_descriptor_ok(plan, tb.obs, i) for i in range(len(plan.descriptors)))
@@ -127,7 +129,6 @@ async def measure_queued(dut, tb, plans, serial: dict) -> dict:
                        "ahead": perf["core_ahead"],
                        "ahead_possible": sum(lists_ahead(plan.golden, plan.cfg.core_max_tokens)),
                        "error_code": err, "pass": ok and err & 0xFF == 0}
-        tb.obs.o_rows = []
     return out
 
 

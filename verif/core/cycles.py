@@ -140,14 +140,9 @@ def _with_opened(path: Path, build: str, spec: dict) -> dict:
     rep = json.loads(path.read_text())
     if all("opened" in r for p in rep["presets"].values() for r in p["rows"]):
         return rep
-    import os
     from golden.cycles import opened_tokens
     from verif.core.bench import stream_plans
-    os.environ["VREX_MEASURE"] = json.dumps(spec)
-    try:
-        plans = dict(stream_plans(build_config(build)))
-    finally:
-        del os.environ["VREX_MEASURE"]
+    plans = dict(stream_plans(build_config(build), spec))
     for preset, p in rep["presets"].items():
         golden = plans[preset].golden
         assert [ls.layer for ls in golden] == [r["layer"] for r in p["rows"]], path
