@@ -349,7 +349,8 @@ class KvmuReplay:
     its layer (:meth:`version`).
 
     The HC table (``geo.hc_base`` set): a store also adds the token's K rows to its cluster's
-    sums (read, add, write per head; the first member writes without reading) and counts it;
+    sums (read, add, write of the record, every head's sums in one run of bursts; the first
+    member writes without reading) and counts it;
     :meth:`candidates` lists a (layer, group)'s clusters with past members in id order, with
     each one's representative key ``clip(round_div(sum, count), -128, 127)`` over all its
     members so far and its count of past members (docs/numerics.md §5, §6), and keeps the
@@ -414,14 +415,14 @@ class KvmuReplay:
         k = (layer, group)
         self.n_clusters[k] = max(self.n_clusters.get(k, 0), owner + 1)
         if rec is not None and not rec.poisoned:
-            for j in range(geo.heads_per_group):
-                addr = geo.hc_addr(layer, group, owner, j)
-                w = split_burst("hc", addr, geo.hc_head_bytes, geo, write=True)
-                if rec.count:
-                    r = split_burst("hc", addr, geo.hc_head_bytes, geo)
-                    self.mem.traffic += [x for pair in zip(r, w) for x in pair]
-                else:
-                    self.mem.traffic += w
+            # the record, every head's sums, in one run of bursts (read then write each)
+            addr = geo.hc_addr(layer, group, owner, 0)
+            w = split_burst("hc", addr, geo.hc_record_bytes, geo, write=True)
+            if rec.count:
+                r = split_burst("hc", addr, geo.hc_record_bytes, geo)
+                self.mem.traffic += [x for pair in zip(r, w) for x in pair]
+            else:
+                self.mem.traffic += w
             if fail == "hc":
                 rec.poisoned = True
             else:

@@ -411,7 +411,8 @@ class KvMemoryManager(wiring.Component):
         c.be = Signal(x.btab_t)
         c.addr = Signal(self._addr_bits)
         c.dst = Signal(self._addr_bits)
-        c.rem = Signal(bits_for(x.block_beats))
+        rec_beats = self._hpg * 4 * self._head_dim // self._bus_bytes   # a cluster's sums
+        c.rem = Signal(bits_for(max(x.block_beats, rec_beats)))
         c.off = Signal(bits_for(x.block_beats))
         c.j = Signal(range(self._hpg + 1))
         c.wi = Signal(9)
@@ -845,33 +846,39 @@ class KvMemoryManager(wiring.Component):
         return mul_const(idx, rec) + mul_const(head, 4 * self._head_dim)
 
     def _k_lanes(self, m, x, c):
-        """The K values (sign-extended) of the sums beat ``c.hi`` of head ``c.j``: read a
-        beat ahead (for the beat ``c.hi`` will be after this cycle) and registered, so the
-        K buffer's read is not on the path from an R beat to its W beat."""
+        """The K values (sign-extended) of the sums beat ``c.hi`` of head ``c.j`` (the record
+        holds the heads' sums one after another; ``c.j`` moves on as ``c.hi`` wraps): read a
+        beat ahead (for the beat it will be after this cycle) and registered, so the K
+        buffer's read is not on the path from an R beat to its W beat."""
         lanes = self._bus_bytes // 4
         hi_next = Signal.like(c.hi, name="hi_next")
+        j_next = Signal.like(c.j, name="j_next")
         kq = Signal(8 * lanes, name="kq")
-        m.d.comb += [hi_next.eq(Mux(x.w_go, c.hi + 1, c.hi)),
-                     x.kb_rd.addr.eq(mul_const(c.j, x.kbeats) + (hi_next >> 2))]
+        m.d.comb += [hi_next.eq(Mux(x.w_go, Mux(c.hi_wrap, 0, c.hi + 1), c.hi)),
+                     j_next.eq(Mux(x.w_go & c.hi_wrap, c.j + 1, c.j)),
+                     x.kb_rd.addr.eq(mul_const(j_next, x.kbeats) + (hi_next >> 2))]
         m.d.sync += kq.eq(x.kb_rd.data.word_select(hi_next[:2], 8 * lanes))
         return [kq[8 * k:8 * k + 8].as_signed() for k in range(lanes)]
 
     def _move_states(self, m, x, c):
-        """One sequence for both read-modify-write jobs, per head of the group and burst by
-        burst (AR, AW, then each R beat becomes a W beat as it arrives):
-        an offload (``c.hc`` = 0) copies the victim's filled slots from near to far and, only
-        if every transfer answered OKAY, turns its entry far; the update of the sums
-        (``c.hc`` = 1) adds the token's K rows to its cluster's record (a first member's is
-        written without reading) and poisons the cluster if a transfer failed."""
+        """One sequence for both read-modify-write jobs, burst by burst (AR, AW, then each R
+        beat becomes a W beat as it arrives): an offload (``c.hc`` = 0) copies the victim's
+        filled slots from near to far, per head of the group, and, only if every transfer
+        answered OKAY, turns its entry far; the update of the sums (``c.hc`` = 1) adds the
+        token's K rows to its cluster's record, every head's sums in one run of bursts (a
+        round trip for the record, not one a head; a first member's is written without
+        reading), and poisons the cluster if a transfer failed."""
         a, p = self._axi, self.perf
         hbeats = 4 * self._head_dim // self._bus_bytes
         lanes = self._bus_bytes // 4
+        c.hi_wrap = c.hi == hbeats - 1
         k = self._k_lanes(m, x, c)
         with m.State("M_SETUP"):
             with m.If(c.hc):
-                off = self._hc_off(c, c.j)
+                off = self._hc_off(c, 0)
                 m.d.sync += [c.addr.eq(off), c.dst.eq(off), c.abase.eq(2), c.dbase.eq(2),
-                             c.rem.eq(hbeats), c.hi.eq(0), c.rd.eq(c.ct.count != 0)]
+                             c.rem.eq(self._hpg * hbeats), c.hi.eq(0),
+                             c.rd.eq(c.ct.count != 0)]
             with m.Else():
                 m.d.sync += [c.addr.eq(c.block_off(c.alloc_slot, c.j)), c.abase.eq(0),
                              c.dst.eq(c.block_off(c.far_count, c.j)), c.dbase.eq(1),
@@ -906,9 +913,11 @@ class KvMemoryManager(wiring.Component):
                          a("wvalid").eq(~c.rd | a("rvalid")), x.own_r.eq(c.rd),
                          a("rready").eq(c.rd & a("wready"))]
             with m.If(x.w_go):
-                m.d.sync += [c.wi.eq(c.wi + 1), c.hi.eq(c.hi + 1)]
+                m.d.sync += [c.wi.eq(c.wi + 1), c.hi.eq(Mux(c.hi_wrap, 0, c.hi + 1))]
                 with m.If(c.hc):
                     m.d.sync += bump(p.hc_write_beats)
+                    with m.If(c.hi_wrap):
+                        m.d.sync += c.j.eq(c.j + 1)         # the next head's sums
                     with m.If(c.rd):
                         m.d.sync += bump(p.hc_read_beats)
                 with m.Else():
@@ -925,7 +934,7 @@ class KvMemoryManager(wiring.Component):
                                  c.rem.eq(c.rem - c.wbeats)]
                     m.next = "M_PICK"
         with m.State("M_NEXT"):
-            with m.If(c.j == self._hpg - 1):
+            with m.If(c.hc | (c.j == self._hpg - 1)):
                 m.next = "M_B"
             with m.Else():
                 m.d.sync += c.j.eq(c.j + 1)
