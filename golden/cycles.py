@@ -40,12 +40,14 @@ selected clusters, ``l`` attended tokens; ``mt = ceil(rows/n)``, ``lt = ceil(l/n
   command (two passes per row tile, a command per chunk; ``_chunked``);
 - hash: (``tuned``) the centring sums over the hash inputs and the biases' dot products and
   divisions;
-- store: per hashed token a constant, a constant per head (its four bursts), the slower of
-  its store's beats (K and V rows and the cluster sums' read-add-write, ``hpg·(2d + 8d)/bus``)
-  and the hash projection (``hash_dim·n_hp/n²`` cycles a token on the array; the hash runs
-  beside the stores), and the sums' reads, a round trip a head one after another (``hpg·L``),
-  for every token but those that open their cluster (whose sums are written without a read:
-  ``opened``, :func:`opened_tokens`);
+- store: per hashed token a constant, a constant per head (its bursts), its store's beats
+  (K and V rows and the cluster record's read-add-write, ``hpg·(2d + 8d)/bus``) and the
+  hash projection (``hash_dim·n_hp/n²`` cycles a token on the array), added: the step's
+  hash-input keys go through the DMA before its K and V rows, so the stores start as the
+  hash ends; the record's read, a round trip a token (``L``), for every token but those that
+  open their cluster (whose sums are written without a read: ``opened``,
+  :func:`opened_tokens`); the blocks the stores move to the far tier (the near ring full,
+  :func:`moved_blocks`): per head a constant, a round trip and the block's filled slots;
 - swap (a build with fewer HCU contexts than cluster windows, ``golden.core.window_moves``):
   a constant a move; a save streams the HCU's window out (``words + 3W/lanes`` cycles, the
   image's ``words`` context words, a word a cycle through the width converter) while the next image's read
@@ -61,10 +63,11 @@ import numpy as np
 from vrex.config import ctx_image_bytes as image_bytes
 
 from .core import fetch_chunks, head_chunks
+from .kvmu import KvGeometry, KvMemory
 
 __all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict",
-           "predict_stream", "lists_ahead", "opened_tokens", "load_fit", "FIT",
-           "report", "paper_setting", "figure", "summary", "nnls"]
+           "predict_stream", "lists_ahead", "opened_tokens", "moved_blocks", "load_fit",
+           "FIT", "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "swap", "store")
 # the attend phase's terms of a head attended in chunks (:func:`_chunked`)
@@ -193,8 +196,15 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     st["store_heads"] = float(TG * g["hpg"])
     # the group's hash runs on the array beside its stores: a token costs the slower of the
     # two (one coefficient for both, so a bus width the fit has not seen scales the same way)
-    st["store_beats"] = TG * max(store_tok, hash_tok)
-    st["token_trips"] = (TG - row["opened"]) * g["hpg"] * lat
+    st["store_beats"] = TG * store_tok
+    st["hash_beats"] = TG * hash_tok
+    # blocks moved to the far tier (the near ring full): per head a read of the block's
+    # filled slots, each beat written as it arrives; its round trip counted with the
+    # records' (one coefficient a round trip)
+    moves, moved = row.get("moved", (0, 0))
+    st["token_trips"] = (TG - row["opened"] + moves * g["hpg"]) * lat
+    st["moves"] = float(moves * g["hpg"])
+    st["move_beats"] = float(g["hpg"] * moved * _cdiv(2 * d, bus))
     sw = f["swap"]
     saves, loads = row.get("saves", 0), row.get("loads", 0)    # a row without: no moves
     words = g["ctx_words"]         # a word a cycle through the width converter (no gap)
@@ -316,6 +326,24 @@ def opened_tokens(golden_steps) -> list[int]:
     return out
 
 
+def moved_blocks(golden_steps, cfg) -> list[tuple[int, int]]:
+    """Per descriptor of a stream from a reset: the KV blocks its stores move from the near
+    tier to the far one (an allocation with the near ring full, ``golden.kvmu.KvMemory``
+    with the build's ``near_blocks``) and the tokens those blocks hold."""
+    mem = KvMemory(KvGeometry(block_tokens=cfg.block_tokens, head_dim=cfg.head_dim,
+                              heads_per_group=cfg.heads_per_group,
+                              near_blocks=cfg.near_blocks))
+    out = []
+    for ls in golden_steps:
+        n0 = len(mem.offloads)
+        for g in range(ls.clusters.shape[0]):
+            for t, c in enumerate(ls.clusters[g].tolist()):
+                mem.store(ls.step, ls.layer, g, ls.token0 + t, c)
+        moved = mem.offloads[n0:]
+        out.append((len(moved), sum(len(mem.blocks[o.block].tokens) for o in moved)))
+    return out
+
+
 # the KVMU's counts-only walk: a cycle a state of C_RD, C_CHK, C_CHK2, C_CHK3, C_COUNT per
 # candidate, about as many for the list's start and end (rtl/kvmu/kvmu.py)
 WALK_CYCLES = 5
@@ -344,10 +372,10 @@ def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool,
     tot = dict.fromkeys(PHASES, 0.0)
     ahead = (lists_ahead(golden_steps, cfg.core_max_tokens) if queued
              else [False] * len(golden_steps))
-    opened = opened_tokens(golden_steps)
+    opened, moved = opened_tokens(golden_steps), moved_blocks(golden_steps, cfg)
     for i, (ls, moves) in enumerate(zip(golden_steps, window_moves(golden_steps, cfg))):
         row = dict(descriptor_sizes(ls, moves, cfg.attn_b_rows), first=i == 0,
-                   opened=opened[i])
+                   opened=opened[i], moved=moved[i])
         for ph, v in predict(coef, features(row, g, latency, centre)).items():
             tot[ph] += v
         if ahead[i] and row["heads"]:

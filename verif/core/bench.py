@@ -73,7 +73,7 @@ async def measure(dut, tb, cfg, plans) -> dict:
     """Each plan's descriptors one at a time, the core's counters read around each: a row
     per descriptor (its golden features, its cycles per phase, PASS/FAIL of its output)."""
     from golden.core import window_moves
-    from golden.cycles import opened_tokens
+    from golden.cycles import moved_blocks, opened_tokens
     from verif.core.tb import soft_reset
     report = {}
     for k, (preset, plan) in enumerate(plans):
@@ -86,6 +86,7 @@ async def measure(dut, tb, cfg, plans) -> dict:
             await tb.write(off, value)
         rows = []
         opened = opened_tokens(plan.golden)
+        moved = moved_blocks(plan.golden, plan.cfg)
         done0 = await tb.read(OFF["DESC_DONE"])
         for i, desc in enumerate(plan.descriptors):
             before = await tb.counters()
@@ -97,7 +98,7 @@ async def measure(dut, tb, cfg, plans) -> dict:
             after = await tb.counters()
             tb.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(tb.ram.read(a, n)), i))
             rows.append({**golden_features(plan.golden[i], moves[i], plan.cfg.attn_b_rows),
-                         "opened": opened[i],
+                         "opened": opened[i], "moved": list(moved[i]),
                          "cycles": after["core_busy"] - before["core_busy"],
                          "host_cycles": tb.cycle - c0,
                          **{p[5:]: after[p] - before[p] for p in PHASES},

@@ -79,6 +79,11 @@ RUNS = [
     ("G_bundled_lat0", "fit", "G", {"trace": "bundled", "steps": 6, "presets": ["paper"]}, 0),
     ("H_synth_lat20", "fit", "H",
      {"synthetic": dict(seed=12, n_frames=8, tokens_per_frame=24, **SYN)}, 20),
+    # the suite's small build (a near ring of 16 blocks: its stores move blocks to the far
+    # tier) on another stream and latency
+    ("D_synth_lat20", "fit", "D",
+     {"synthetic": dict(seed=13, n_frames=5, tokens_per_frame=8, prefix_tokens=6,
+                        header_tokens=1, question_tokens=3)}, 20),
     # held out: another real trace (bbb, three of its other layers), a longer bundled run at
     # another latency, another build and stream size
     ("A_bbb_lat30", "validate", "A",
@@ -133,21 +138,23 @@ def _one_build(runs_of, out: Path):
         print(f"{name}: done", flush=True)
 
 
-def _with_opened(path: Path, build: str, spec: dict) -> dict:
+def _with_store_counts(path: Path, build: str, spec: dict) -> dict:
     """A run's report; rows measured before the bench wrote ``opened`` (the stored tokens that
-    open their cluster, ``golden.cycles.opened_tokens``) get it from the golden model of the
-    same stream (written back, so once)."""
+    open their cluster, ``golden.cycles.opened_tokens``) or ``moved`` (the KV blocks their
+    stores move to the far tier, ``golden.cycles.moved_blocks``) get them from the golden
+    model of the same stream (written back, so once)."""
     rep = json.loads(path.read_text())
-    if all("opened" in r for p in rep["presets"].values() for r in p["rows"]):
+    if all("opened" in r and "moved" in r for p in rep["presets"].values() for r in p["rows"]):
         return rep
-    from golden.cycles import opened_tokens
+    from golden.cycles import moved_blocks, opened_tokens
     from verif.core.bench import stream_plans
-    plans = dict(stream_plans(build_config(build), spec))
+    cfg = build_config(build)
+    plans = dict(stream_plans(cfg, spec))
     for preset, p in rep["presets"].items():
         golden = plans[preset].golden
         assert [ls.layer for ls in golden] == [r["layer"] for r in p["rows"]], path
-        for r, n in zip(p["rows"], opened_tokens(golden)):
-            r["opened"] = n
+        for r, n, mv in zip(p["rows"], opened_tokens(golden), moved_blocks(golden, cfg)):
+            r["opened"], r["moved"] = n, list(mv)
     path.write_text(json.dumps(rep, indent=1))
     return rep
 
@@ -173,7 +180,7 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
         for f in [pool.submit(_one_build, r, out / "cycles") for r in by_build.values()]:
             f.result()
-    runs = {name: (role, build, lat, _with_opened(out / "cycles" / f"{name}.json", build, spec))
+    runs = {name: (role, build, lat, _with_store_counts(out / "cycles" / f"{name}.json", build, spec))
             for name, role, build, spec, lat in todo}
     if args.only is not None:
         return 0

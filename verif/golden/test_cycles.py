@@ -53,13 +53,14 @@ def _row(t, attended, cand=0, sel=0, hashed=None, opened=0):
 
 
 def test_store_reads_sums_only_for_tokens_that_join_a_cluster():
-    """A stored token's sums are read (a round trip a head) unless it opens its cluster."""
+    """A stored token's cluster record (every head's sums) is read in one round trip, unless
+    the token opens its cluster."""
     g = cycles._geometry(Config())
     trips = lambda opened: cycles.features(_row(8, 40, opened=opened), g, 50,
                                            False)["store"]["token_trips"]
     tg = 8 * g["G"]
-    assert trips(0) == tg * g["hpg"] * 50
-    assert trips(3) == (tg - 3) * g["hpg"] * 50 and trips(tg) == 0
+    assert trips(0) == tg * 50
+    assert trips(3) == (tg - 3) * 50 and trips(tg) == 0
 
 
 def test_opened_tokens_counts_first_members_per_layer_and_group():
@@ -154,3 +155,16 @@ def test_paper_setting_chunks_sets_longer_than_b():
     short, long_ = cycles.paper_setting(coef, caches=(1024, 40960))["frames"]
     assert short["attended"] <= 1024 and short["chunks"] == 0
     assert long_["attended"] > 1024 and long_["chunks"] == -(-long_["fetched"] // 1024) + 1
+
+
+def test_moved_blocks_counts_the_near_rings_moves_and_their_tokens():
+    S = SimpleNamespace
+    cfg = S(block_tokens=2, head_dim=4, heads_per_group=1, near_blocks=2)
+    steps = [S(step=0, layer=0, token0=0, clusters=np.array([[0, 0, 1]])),  # two blocks
+             S(step=1, layer=0, token0=3, clusters=np.array([[0, 2]])),  # 0's full: both move
+             S(step=1, layer=1, token0=3, clusters=np.array([[0]]))]     # a third moves
+    assert cycles.moved_blocks(steps, cfg) == [(0, 0), (2, 3), (1, 1)]
+    g = cycles._geometry(Config())
+    st = cycles.features(dict(_row(8, 40), moved=(2, 3)), g, 50, False)["store"]
+    assert st["moves"] == 2 * g["hpg"]
+    assert st["token_trips"] == (8 * g["G"] + 2 * g["hpg"]) * 50
