@@ -61,8 +61,9 @@ PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 # blocks whose block RAMs' output registers move into the RAMs before nextpnr
 # (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
 # them); ``--bram-outreg`` does it for every block. The HCU: its RAMs' 1 024 output bits
-# (docs/hcu.md, sessions 18 and 21)
-BRAM_OUTREG: set[str] = {"hcu"}
+# (docs/hcu.md, sessions 18 and 21); the WTU: the walk's registered read of the row memory,
+# 880 bits (docs/wtu.md, session 34)
+BRAM_OUTREG: set[str] = {"hcu", "wtu"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
 # fabric, the HCU, whose seed 1 did not converge with its RAMs' output registers moved

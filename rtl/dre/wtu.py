@@ -89,7 +89,7 @@ class WicsumThresholdUnit(wiring.Component):
 
     PERF = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused",
             "busy", "stalled")
-    WALK_OVERHEAD = 4           # cycles from a pass's last read to its exit decision, plus one
+    WALK_OVERHEAD = 5           # cycles from a pass's last read to its exit decision, plus one
     RECEIVE_LATENCY = 6         # from a row's last beat to the walk being able to take it
     CODE_BANKS = 4              # rows between the walk and the marker (two walked, two done)
 
@@ -203,11 +203,17 @@ class WicsumThresholdUnit(wiring.Component):
         x.smax_c, x.smin_c = (1 << (sb - 1)) - 1, -(1 << (sb - 1))
         store_t = data.StructLayout({"score": signed(sb), "weight": self._weight_bits,
                                      "count": self._count_bits, "valid": 1})
+        # No read of the row or the code memory is of a word written in the same cycle (the
+        # walk reads only received rows' words, the receive writes only free ones; the marker
+        # reads a bank the walk has finished writing): ``no_rw_check`` lets Yosys leave out
+        # the read-during-write multiplexers after their block RAMs
+        norw = {"no_rw_check": 1}
         m.submodules.rowmem = rowmem = memory.Memory(
-            shape=data.ArrayLayout(store_t, N), depth=D, init=[])
+            shape=data.ArrayLayout(store_t, N), depth=D, init=[], attrs=norw)
         m.submodules.unimem = unimem = memory.Memory(shape=N, depth=D, init=[])
         m.submodules.codemem = codemem = memory.Memory(
-            shape=data.ArrayLayout(self.code_bits, N), depth=self.CODE_BANKS * D, init=[])
+            shape=data.ArrayLayout(self.code_bits, N), depth=self.CODE_BANKS * D, init=[],
+            attrs=norw)
         x.row_wr, x.row_rd = rowmem.write_port(), rowmem.read_port()
         x.uni_wr, x.uni_rd = unimem.write_port(), unimem.read_port()
         x.code_wr, x.code_rd = codemem.write_port(), codemem.read_port()
@@ -444,11 +450,20 @@ class WicsumThresholdUnit(wiring.Component):
         w2_code = [Signal(cb, name=f"w2_code_{j}") for j in range(N)]
         w2_mark = [Signal(cb, name=f"w2_mark_{j}") for j in range(N)]
         w2_prod = [Signal(x.prod_bits, name=f"w2_prod_{j}") for j in range(N)]
-        m.d.sync += [w2_valid.eq(w1_valid), w2_word.eq(w1_word), w2_ctx.eq(w1_ctx)]
+        # the word read registered (w1r: the block RAM's own output register on an FPGA, no
+        # enable or reset, so a flow can absorb it) before the lanes compare it with the bounds
+        w1r_valid, w1r_word, w1r_ctx = Signal(), Signal(range(D)), Signal()
+        w1r_lo = [Signal(signed(sb + 2), name=f"w1r_lo_{d}") for d in range(P)]
+        w1r_hi = Signal(signed(sb + 2))
+        w1r_data = Signal.like(x.row_rd.data, name="w1r_data", reset_less=True)
+        m.d.sync += [w1r_valid.eq(w1_valid), w1r_word.eq(w1_word), w1r_ctx.eq(w1_ctx),
+                     w1r_hi.eq(w1_hi), w1r_data.eq(x.row_rd.data)]
+        m.d.sync += [a.eq(b) for a, b in zip(w1r_lo, w1_lo)]
+        m.d.sync += [w2_valid.eq(w1r_valid), w2_word.eq(w1r_word), w2_ctx.eq(w1r_ctx)]
         for j in range(N):
-            e = x.row_rd.data[j]
-            above = e.score >= w1_hi
-            code = sum((e.score < w1_lo[d]).as_unsigned() for d in range(P))
+            e = w1r_data[j]
+            above = e.score >= w1r_hi
+            code = sum((e.score < w1r_lo[d]).as_unsigned() for d in range(P))
             m.d.sync += [
                 w2_code[j].eq(Mux(e.valid & ~above, code, P)),
                 w2_mark[j].eq(Mux(e.valid & (e.count != 0), Mux(above, 0, code), P)),
@@ -470,6 +485,7 @@ class WicsumThresholdUnit(wiring.Component):
             # a drained pass decides; context 0 first if both could (they cannot: their
             # passes' last reads are in different cycles)
             m.d.comb += cx.ready.eq(cx.drain & ~(w1_valid & (w1_ctx == c)) &
+                                    ~(w1r_valid & (w1r_ctx == c)) &
                                     ~(w2_valid & (w2_ctx == c)) & ~(w3_valid & (w3_ctx == c)))
         m.d.comb += [ctx[0].decide.eq(ctx[0].ready),
                      ctx[1].decide.eq(ctx[1].ready & ~ctx[0].ready)]
@@ -553,10 +569,15 @@ class WicsumThresholdUnit(wiring.Component):
                 for c, cx in enumerate(ctx):
                     other = ctx[1 - c]
                     with m.If(into == c):
-                        m.d.sync += [cx.row.eq(head), cx.busy.eq(1), cx.pend.eq(1),
-                                     cx.k.eq(B - 1), cx.bank.eq(next_bank),
+                        m.d.sync += [cx.busy.eq(1), cx.pend.eq(1),
                                      old.eq(Mux(other.busy & ~exiting[1 - c], 1 - c, c))]
-                        m.d.sync += [a.eq(head.th) for a in cx.rem]
+        # a free context holds the queue's head (its row, bank, first bucket and th), so
+        # taking the row sets only its flags: the take's conditions stay out of these wide
+        # registers' inputs
+        for cx in ctx:
+            with m.If(~cx.busy):
+                m.d.sync += [cx.row.eq(head), cx.k.eq(B - 1), cx.bank.eq(next_bank)]
+                m.d.sync += [a.eq(head.th) for a in cx.rem]
         m.d.sync += [perf.rows.eq(perf.rows + rows_inc),
                      perf.rows_refused.eq(perf.rows_refused + refused_inc)]
         x.walk_busy = ctx[0].busy | ctx[1].busy
