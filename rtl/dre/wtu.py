@@ -312,13 +312,14 @@ class WicsumThresholdUnit(wiring.Component):
         p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
         p1_hi = [Signal(signed(sb), name=f"p1_hi_{j}") for j in range(N)]
         m.d.sync += [p1_valid.eq(take), p1_first.eq(first), p1_last.eq(pay.last)]
-        with m.If(take):
-            m.d.sync += p1_any.eq(pay.valid.any())
-            for j in range(N):
-                e, v = pay.entry[j], pay.valid[j]
-                m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
-                             p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
-                             p1_hi[j].eq(Mux(v, e.score, x.smin_c))]
+        # the lanes' registers load every cycle (``p1_valid`` says which beats count): no
+        # enable from the handshake, whose ``take`` would otherwise fan out to every one
+        m.d.sync += p1_any.eq(pay.valid.any())
+        for j in range(N):
+            e, v = pay.entry[j], pay.valid[j]
+            m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
+                         p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
+                         p1_hi[j].eq(Mux(v, e.score, x.smin_c))]
         x.half = half = (exact_log2(N) + 1) // 2
         p2_valid, p2_first, p2_last, p2_any = Signal(), Signal(), Signal(), Signal()
         m.d.sync += [p2_valid.eq(p1_valid), p2_first.eq(p1_first), p2_last.eq(p1_last),
