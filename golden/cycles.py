@@ -194,8 +194,8 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
     st["group"] = float(groups)
     st["tokens"] = float(TG)
     st["store_heads"] = float(TG * g["hpg"])
-    # the group's hash runs on the array beside its stores: a token costs the slower of the
-    # two (one coefficient for both, so a bus width the fit has not seen scales the same way)
+    # the step's hash-input keys go through the DMA before its K and V rows, so a token's
+    # stores follow its group's hash projection: the two added, a coefficient each
     st["store_beats"] = TG * store_tok
     st["hash_beats"] = TG * hash_tok
     # blocks moved to the far tier (the near ring full): per head a read of the block's
