@@ -436,8 +436,8 @@ class WicsumThresholdUnit(wiring.Component):
         cur = Signal()        # the context whose pass is being read
         issuing = Signal()
 
-        # the pass pipeline: issue -> w1 (the word: codes, products) -> w2 -> w3 (sums);
-        # each stage carries its context, and w1 the pass's bounds
+        # the pass pipeline: issue -> w1 (the word read) -> w1r (registered) -> w2 (codes,
+        # products) -> w3 (sums); each stage carries its context, w1 and w1r the pass's bounds
         issue, word, ictx = Signal(), Signal(range(D)), Signal()
         w1_valid, w1_word, w1_ctx = Signal(), Signal(range(D)), Signal()
         w1_lo = [Signal(signed(sb + 2), name=f"w1_lo_{d}") for d in range(P)]
