@@ -180,7 +180,8 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
         for f in [pool.submit(_one_build, r, out / "cycles") for r in by_build.values()]:
             f.result()
-    runs = {name: (role, build, lat, _with_store_counts(out / "cycles" / f"{name}.json", build, spec))
+    runs = {name: (role, build, lat,
+                   _with_store_counts(out / "cycles" / f"{name}.json", build, spec))
             for name, role, build, spec, lat in todo}
     if args.only is not None:
         return 0

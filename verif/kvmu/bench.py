@@ -224,7 +224,8 @@ def summary(r: dict) -> list[str]:
         if x["max_burst"] == 256:
             lines.append(f"store, {x['latency']:3d}-cycle memory: "
                          f"{x['store_cycles_per_token']:.0f} cycles a token (its K and V rows "
-                         f"one burst a head, then the sums' read-add-write, the record in one run of bursts)")
+                         f"one burst a head, then the sums' read-add-write, the record in "
+                         f"one run of bursts)")
         if x["max_burst"] == 256 or x["latency"] == 200:
             lines.append(f"prefetch, {x['latency']:3d}-cycle memory, {x['max_burst']:3d}-beat "
                          f"bursts: {100 * x['utilisation']:.1f}% of R cycles carry a beat "
