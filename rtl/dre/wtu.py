@@ -43,13 +43,16 @@ class WicsumThresholdUnit(wiring.Component):
       and the first pass's bucket bounds ``lo_k = smin + ((k · (smax - smin + 1)) >> log2
       B)``. The next row streams in while earlier rows are walked: a beat waits only when the
       ring is full or three rows already wait for the walk.
-    - *walk*: two rows at a time, their passes interleaved on the read port; a pass reads the
+    - *walk*: :attr:`WALK_CONTEXTS` rows at a time, their passes interleaved on the read port
+      (the oldest row's pending pass first); a pass reads the
       stored row once and sums ``pass_buckets`` P buckets from the top down: each lane
       compares its score with the pass's P bounds, its multiplier forms ``w·n``, and P adder
       trees sum, per d, the entries of the pass's top d+1 buckets. When the pass has drained,
       the running sums say where the row exits: the first bucket whose running sum exceeds
       ``th`` (or bucket 0); a row that does not exit makes another pass. Each entry's bucket
-      code (relative to the pass) goes to the row's bank of a four-bank code memory.
+      code (relative to the pass) goes to the row's bank of the code memory
+      (:attr:`CODE_BANKS` banks, taken in row order); the rows' words go back to the ring in
+      that order.
     - *mark and emit*: the marker ORs each row's entries up to its exit bucket (with ``n >
       0``) into the head's union bitmask, in row order, and at ``head_last`` emits the union
       on ``o`` as ascending candidate indices (``last`` = 0, ``count`` = 1, 2, ...) and one
@@ -63,8 +66,10 @@ class WicsumThresholdUnit(wiring.Component):
 
     Timing (:meth:`schedule` gives it cycle for cycle; docs/wtu.md): with ``nb = ceil(n /
     lanes)``, a row's walk reads ``ceil(visited / P)`` passes of ``nb`` words, each decided
-    :attr:`WALK_OVERHEAD` cycles after its last read (the other row's pass reads meanwhile);
-    receiving takes ``nb``, marking ``nb + 1``, beside the walk; a head's emission takes 3
+    :attr:`walk_overhead` cycles after its last read (the other rows' passes read meanwhile);
+    receiving takes ``nb``, marking ``nb + 1`` (2 for a row that selects nothing), beside the
+    walk; a row reaches the walk :attr:`receive_latency` cycles after its last beat, and the
+    walk takes a row at most every other cycle; a head's emission takes 3
     cycles per union word touched, one per selected id, plus 2.
 
     Parameters (keyword-only, all required; :meth:`from_config` takes them from the build's
@@ -89,9 +94,8 @@ class WicsumThresholdUnit(wiring.Component):
 
     PERF = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused",
             "busy", "stalled")
-    WALK_OVERHEAD = 5           # cycles from a pass's last read to its exit decision, plus one
-    RECEIVE_LATENCY = 6         # from a row's last beat to the walk being able to take it
-    CODE_BANKS = 4              # rows between the walk and the marker (two walked, two done)
+    WALK_CONTEXTS = 4           # rows walked at once, their passes interleaved
+    CODE_BANKS = 7              # rows between the walk and the marker (four walked, three done)
 
     def __init__(self, *, lanes: int, buckets: int, pass_buckets: int, row_entries: int,
                  score_bits: int, weight_bits: int, count_bits: int, th_r_frac_bits: int,
@@ -135,6 +139,26 @@ class WicsumThresholdUnit(wiring.Component):
     th_r_frac_bits = property(lambda self: self._th_r_frac_bits)
 
     @property
+    def tree_stages(self) -> int:
+        """Registered stages of the receive's lane trees after the lanes' own (p1): one a
+        level of the ``lanes``-wide trees, at least two."""
+        return max(2, exact_log2(self._lanes))
+
+    @property
+    def receive_latency(self) -> int:
+        """Cycles from a row's last beat to the walk being able to take it: p1, the trees,
+        the row's statistics (s1), its threshold and bounds (s2) and the walk's queue."""
+        return 5 + self.tree_stages
+
+    @property
+    def walk_overhead(self) -> int:
+        """Cycles from a pass's last read (issued) to its exit decision: the address
+        registered (w0), the read (w1), its register (w1r), the lanes' flags and products
+        (w2), the pass's sum trees one level a stage, the remainders (rem) and the
+        decision's registered terms."""
+        return 6 + max(1, exact_log2(self._lanes))
+
+    @property
     def sum_bits(self) -> int:
         """Width of Σ weight·count over a full row."""
         return self._weight_bits + self._count_bits + max(1, ceil_log2(self._row_entries))
@@ -162,7 +186,7 @@ class WicsumThresholdUnit(wiring.Component):
         """Cycles from a row's first read to the cycle after its exit decision, alone in the
         walk, for a row of ``n`` entries that visits ``visited`` buckets."""
         nb = max(1, -(-n // self._lanes))
-        return self.passes(visited) * (nb + self.WALK_OVERHEAD)
+        return self.passes(visited) * (nb + self.walk_overhead)
 
     def emit_cycles(self, words: int, selected: int) -> int:
         """Cycles to emit a head whose rows touched ``words`` union words (the longest row's
@@ -188,6 +212,7 @@ class WicsumThresholdUnit(wiring.Component):
         self._receive(m, x)
         self._prepare(m, x)
         self._walk(m, x)
+        self._slots(m, x)
         self._mark(m, x)
         self._busy(m, x)
         return m
@@ -223,8 +248,9 @@ class WicsumThresholdUnit(wiring.Component):
             "base": range(D), "stored": range(D + 1), "overflow": 1, "any": 1,
             "head_last": 1, "th": self.sum_bits, "smin": signed(sb), "r1": sb + 1,
             "acc": sb + 1 + x.blog, "lo": data.ArrayLayout(bound, P), "hi": bound})
-        m.submodules.rows = x.fifo = fifo.SyncFIFO(width=data.Layout.cast(x.row_t).size,
-                                                   depth=3)
+        # (buffered: the walk takes its rows from flip-flops, not through the queue's read)
+        m.submodules.rows = x.fifo = fifo.SyncFIFOBuffered(
+            width=data.Layout.cast(x.row_t).size, depth=3)
         x.head = data.View(x.row_t, x.fifo.r_data)
         # the walk's hand-off to the marker, one slot per code bank; a bank is used from the
         # walk taking its row to the marker finishing it
@@ -233,7 +259,15 @@ class WicsumThresholdUnit(wiring.Component):
                                       "overflow": 1, "head_last": 1})
         x.slot = Array(Signal(x.mark_t, name=f"slot_{b}") for b in range(NB))
         x.slot_full = Signal(NB)
-        x.bank_used = Signal(NB)
+        # banks are taken and freed in order, so the next one is free while fewer than NB
+        # are held (a count and its flag, not a bit per bank behind a multiplexer)
+        x.banks_held = Signal(range(NB + 1))
+        x.bank_ok = Signal(init=1)
+        x.bank_freed = Signal()                # the marker finishes a bank this cycle
+        x.rel_pend = Signal(NB)         # a bank's row pushed, its ring words not yet released
+        x.push_valid, x.push_bank = Signal(), Signal(range(NB))
+        x.push = Signal(x.mark_t)
+        m.d.sync += x.push_valid.eq(0)          # (a push below sets it for a cycle)
 
     def _wrap(self, ptr, D):
         return Mux(ptr == D - 1, 0, ptr + 1)
@@ -257,19 +291,24 @@ class WicsumThresholdUnit(wiring.Component):
         x.base = Signal(range(D))              # this row's first word
         x.occupied = occupied = Signal(range(D + 1))
         x.inflight = inflight = Signal(range(4))   # rows begun and not yet taken by the walk
-        x.release = Signal(range(D + 1))       # words the walk frees this cycle
+        x.release = Signal(range(D + 1))       # words back in the ring this cycle (walk)
+        x.releasing = Signal()                 # ... if any
         x.took = Signal()                      # the walk takes a row this cycle
         x.over = Signal()                      # this row outgrew the memory
         x.th_r = Signal.like(self.th_r)
         x.head_no = Signal(16)                 # heads received since reset (for error_head)
         x.row_in_head = Signal(16)             # rows of this head received (for error_row)
         x.take = take = Signal()
-        first = beat == 0
+        # ``beat == 0`` and ``beat >= D`` kept as flags beside the count, so the handshake
+        # (whose ``take`` fans out to the ring and the lanes) starts from flip-flops
+        first = Signal(init=1)
+        tail = Signal()
+        full = Signal()                        # occupied == D, a flag (below)
         store = Signal()
         m.d.comb += [
-            self.i.ready.eq((~first | (inflight < 3)) & ((occupied < D) | (beat >= D))),
+            self.i.ready.eq((~first | (inflight < 3)) & (~full | tail)),
             take.eq(self.i.valid & self.i.ready),
-            store.eq(take & (beat < D)),
+            store.eq(take & ~tail),
             x.row_wr.addr.eq(wptr), x.row_wr.en.eq(store)]
         for j in range(N):
             e = pay.entry[j]
@@ -277,12 +316,21 @@ class WicsumThresholdUnit(wiring.Component):
                          x.row_wr.data[j].weight.eq(e.weight),
                          x.row_wr.data[j].count.eq(e.count),
                          x.row_wr.data[j].valid.eq(pay.valid[j])]
-        m.d.sync += [occupied.eq(occupied + store - x.release),
+        # ``full`` (``occupied == D``) is kept as a flag, set a cycle ahead (the released words
+        # come from registers): the handshake starts from flags, not from the occupancy's
+        # adder and compare
+        fills = Signal()            # a store now fills the ring
+        stays = Signal()            # the ring is full and nothing comes back
+        none_back = ~x.releasing               # (a released row has at least one word)
+        m.d.comb += [fills.eq(none_back & (occupied == D - 1)),
+                     stays.eq(none_back & (occupied == D))]
+        m.d.sync += [full.eq(Mux(store, fills, stays)),
+                     occupied.eq(occupied + store - x.release),
                      inflight.eq(inflight + (take & first) - x.took)]
-        # what travels with the row's last beat: p1_meta, then p2_meta
+        # what travels with the row's last beat: p1_meta, then through the trees' stages
         meta_t = data.StructLayout({"base": range(D), "stored": range(D + 1), "overflow": 1,
                                     "head_last": 1, "th_r": len(self.th_r)})
-        p1_meta, p2_meta = Signal(meta_t), Signal(meta_t)
+        p1_meta = Signal(meta_t)
         with m.If(store):
             m.d.sync += wptr.eq(self._wrap(wptr, D))
         with m.If(take):
@@ -293,20 +341,22 @@ class WicsumThresholdUnit(wiring.Component):
             with m.If(beat == D):
                 self._raise(m, x, 1)                     # the row is longer than the memory
             with m.If(pay.last):
-                m.d.sync += [beat.eq(0), x.over.eq(0),
+                m.d.sync += [beat.eq(0), first.eq(1), tail.eq(0), x.over.eq(0),
                              p1_meta.base.eq(Mux(first, wptr, x.base)),
-                             p1_meta.stored.eq(Mux(beat >= D, D, beat + 1)),
-                             p1_meta.overflow.eq(x.over | (beat >= D)),
+                             p1_meta.stored.eq(Mux(tail, D, beat + 1)),
+                             p1_meta.overflow.eq(x.over | tail),
                              p1_meta.head_last.eq(pay.head_last),
                              p1_meta.th_r.eq(Mux(first, self.th_r, x.th_r)),
                              x.row_in_head.eq(Mux(pay.head_last, 0, x.row_in_head + 1)),
                              x.head_no.eq(x.head_no + pay.head_last)]
             with m.Else():
-                m.d.sync += beat.eq(Mux(beat <= D, beat + 1, beat))
-                with m.If(beat >= D):
+                m.d.sync += [beat.eq(Mux(beat <= D, beat + 1, beat)), first.eq(0),
+                             tail.eq(beat >= D - 1)]
+                with m.If(tail):
                     m.d.sync += x.over.eq(1)
-        m.d.sync += p2_meta.eq(p1_meta)
-        # the lane pipeline: p1 (per lane), half the trees, p2 (the rest, the accumulators)
+        # the lane pipeline: p1 (per lane), then the beat's trees one level a stage (a
+        # compare-and-select or an addition of the lanes' values, registered), ``tree_stages``
+        # stages to p3, the beat's sum, minimum and maximum
         p1_valid, p1_first, p1_last, p1_any = Signal(), Signal(), Signal(), Signal()
         p1_prod = [Signal(x.prod_bits, name=f"p1_prod_{j}") for j in range(N)]
         p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
@@ -320,24 +370,23 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
                          p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
                          p1_hi[j].eq(Mux(v, e.score, x.smin_c))]
-        x.half = half = (exact_log2(N) + 1) // 2
-        p2_valid, p2_first, p2_last, p2_any = Signal(), Signal(), Signal(), Signal()
-        m.d.sync += [p2_valid.eq(p1_valid), p2_first.eq(p1_first), p2_last.eq(p1_last),
-                     p2_any.eq(p1_any)]
-        p2 = {}
-        for key, items, op in (("sum", p1_prod, _add), ("min", p1_lo, _lesser),
-                               ("max", p1_hi, _greater)):
-            part = reduce_tree(m, items, op, f"p1_{key}", levels=half)
-            p2[key] = reduce_tree(m, register(m, part, f"p2_{key}"), op, f"p2_{key}")
-        # p3: the beat's sum, minimum and maximum registered before the row's running ones
-        # (the rest of the beat's trees, then the running compare, were the unit's critical
-        # path): a cycle more from a row's last beat to its statistics
-        p3_valid, p3_first, p3_last, p3_any = Signal(), Signal(), Signal(), Signal()
-        m.d.sync += [p3_valid.eq(p2_valid), p3_first.eq(p2_first), p3_last.eq(p2_last),
-                     p3_any.eq(p2_any)]
-        p3_meta = Signal.like(p2_meta)
-        m.d.sync += p3_meta.eq(p2_meta)
-        p3 = {key: register(m, [v], f"p3_{key}")[0] for key, v in p2.items()}
+        vals = {"sum": p1_prod, "min": p1_lo, "max": p1_hi}
+        ops = {"sum": _add, "min": _lesser, "max": _greater}
+        flags, meta = (p1_valid, p1_first, p1_last, p1_any), p1_meta
+        x.stage_valid = [p1_valid]
+        for st in range(2, 2 + self.tree_stages):
+            name = "p3" if st == 1 + self.tree_stages else f"p{st}"
+            for key in vals:
+                level = reduce_tree(m, vals[key], ops[key], f"{name}_{key}", levels=1)
+                vals[key] = register(m, level, f"{name}_{key}")
+            flags = register(m, flags, f"{name}_flag")
+            meta_r = Signal(meta_t, name=f"{name}_meta")
+            m.d.sync += meta_r.eq(meta)
+            meta = meta_r
+            x.stage_valid.append(flags[0])
+        p3_valid, p3_first, p3_last, p3_any = flags
+        p3_meta = meta
+        p3 = {key: v[0] for key, v in vals.items()}
         total = Signal(self.sum_bits)
         smin = Signal(signed(sb), init=x.smax_c)
         smax = Signal(signed(sb), init=x.smin_c)
@@ -360,7 +409,6 @@ class WicsumThresholdUnit(wiring.Component):
         with m.If(p3_valid & p3_last):
             m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq(n_min), x.s1.smax.eq(n_max),
                          x.s1.any.eq(n_any), x.s1.meta.eq(p3_meta)]
-        x.p1_valid, x.p2_valid, x.p3_valid = p1_valid, p2_valid, p3_valid
 
     def _bounds(self, m, x, acc, r1, smin, name):
         """The P bounds ``smin + ((acc - d·r1) >> log2 B)``, d = 0..P-1 (comb)."""
@@ -399,14 +447,14 @@ class WicsumThresholdUnit(wiring.Component):
     # ------------------------------------------------------------------ walk
 
     def _walk(self, m, x):
-        """Two rows at a time: their passes (P buckets each, w1-w3) interleave on the read
-        port, each row decides its exit when its pass has drained."""
+        """WALK_CONTEXTS rows at a time: their passes (P buckets each, w1 to the sums' stages)
+        interleave on the read port, each row decides its exit when its pass has drained."""
         N, D, B, P, sb = self._lanes, x.D, self._buckets, self._pass, self._score_bits
         NB, cb = self.CODE_BANKS, self.code_bits
         perf, head = self.perf, x.head
         S = self.sum_bits
         ctx = []
-        for c in range(2):
+        for c in range(self.WALK_CONTEXTS):
             cx = SimpleNamespace(
                 row=Signal(x.row_t, name=f"c{c}_row"), k=Signal(range(B), name=f"c{c}_k"),
                 # th less the running sum and the pass's sums up to bucket d: the row exits
@@ -418,11 +466,18 @@ class WicsumThresholdUnit(wiring.Component):
                 bank=Signal(range(NB), name=f"c{c}_bank"),
                 busy=Signal(name=f"c{c}_busy"),          # holds a row
                 pend=Signal(name=f"c{c}_pend"),          # a pass waits for the read port
-                drain=Signal(name=f"c{c}_drain"),        # its pass is read, not yet decided
+                # a pass's last read shifts through ``drain``; it decides when it leaves (the
+                # cycle after its rem is final: the decision's terms are registered)
+                drain=Signal(self.walk_overhead, name=f"c{c}_drain"),
                 nlo=[Signal(signed(sb + 2), name=f"c{c}_next_lo_{d}") for d in range(P)],
                 acc_next=Signal(signed(sb + 2 + x.blog), name=f"c{c}_acc_next"),
                 over=Signal(P, name=f"c{c}_over"), exit=Signal(range(P + 1), name=f"c{c}_exit"),
-                ready=Signal(name=f"c{c}_ready"), decide=Signal(name=f"c{c}_decide"))
+                decide=Signal(name=f"c{c}_decide"),
+                # the decision's terms, registered from the final rem (valid when deciding)
+                d_exits=Signal(name=f"c{c}_d_exits"),
+                d_exit=Signal(range(P + 1), name=f"c{c}_d_exit"),
+                d_visited=Signal(range(B + 1), name=f"c{c}_d_visited"),
+                d_skipped=Signal(range(B), name=f"c{c}_d_skipped"))
             m.d.comb += cx.acc_next.eq(cx.row.acc - _times(cx.row.r1, P))
             m.d.sync += [a.eq(b) for a, b in zip(
                 cx.nlo, self._bounds(m, x, cx.acc_next, cx.row.r1, cx.row.smin, f"c{c}_lo"))]
@@ -431,113 +486,126 @@ class WicsumThresholdUnit(wiring.Component):
                 m.d.comb += cx.over[d].eq((cx.rem[d] < 0) |
                                           ((cx.k == P - 1) if d == P - 1 else 0))
             m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
+            m.d.sync += [cx.drain.eq(cx.drain[:-1] << 1), cx.d_exits.eq(cx.over.any()),
+                         cx.d_exit.eq(cx.exit), cx.d_visited.eq(B - cx.k + cx.exit),
+                         cx.d_skipped.eq(cx.k - cx.exit)]
+            m.d.comb += cx.decide.eq(cx.drain[-1])
             ctx.append(cx)
-        old = Signal()        # the context holding the older row (when both hold one)
-        cur = Signal()        # the context whose pass is being read
+        C = self.WALK_CONTEXTS
+        # older[i][j]: context i's row came before context j's (meaningful when both hold one)
+        older = [[Signal(name=f"older_{i}_{j}") if i != j else None for j in range(C)]
+                 for i in range(C)]
+        cur = Signal(range(C))          # the context whose pass is being read
         issuing = Signal()
 
-        # the pass pipeline: issue -> w1 (the word read) -> w1r (registered) -> w2 (codes,
-        # products) -> w3 (sums); each stage carries its context, w1 and w1r the pass's bounds
-        issue, word, ictx = Signal(), Signal(range(D)), Signal()
-        w1_valid, w1_word, w1_ctx = Signal(), Signal(range(D)), Signal()
-        w1_lo = [Signal(signed(sb + 2), name=f"w1_lo_{d}") for d in range(P)]
-        w1_hi = Signal(signed(sb + 2))
-        m.d.sync += [w1_valid.eq(issue), w1_word.eq(word), w1_ctx.eq(ictx)]
-        for c, cx in enumerate(ctx):
-            with m.If(ictx == c):
-                m.d.sync += [w1_hi.eq(cx.row.hi)] + [w1_lo[d].eq(cx.row.lo[d])
-                                                     for d in range(P)]
-        w2_valid, w2_word, w2_ctx = Signal(), Signal(range(D)), Signal()
-        w2_code = [Signal(cb, name=f"w2_code_{j}") for j in range(N)]
-        w2_mark = [Signal(cb, name=f"w2_mark_{j}") for j in range(N)]
+        # the pass pipeline: issue -> w0 (the read's address registered: the pick of the
+        # oldest pending pass stays out of the block RAMs' address inputs) -> w1 (the word
+        # read) -> w1r (registered, with the pass's bounds from its context: they do not
+        # change while the pass is read) -> w2 (flags, products) -> the sums' stages; each
+        # stage carries its context
+        issue, word, ictx = Signal(), Signal(range(D)), Signal(range(C))
+        addr, w0_addr = Signal(range(D)), Signal(range(D))
+        m.d.sync += w0_addr.eq(addr)
+        m.d.comb += x.row_rd.addr.eq(w0_addr)
+        w0_valid, w0_word, w0_ctx = register(m, [issue, word, ictx], "w0")
+        w1_valid, w1_word, w1_ctx = Signal(), Signal(range(D)), Signal(range(C))
+        m.d.sync += [w1_valid.eq(w0_valid), w1_word.eq(w0_word), w1_ctx.eq(w0_ctx)]
+        w2_valid, w2_word, w2_ctx = Signal(), Signal(range(D)), Signal(range(C))
+        # per lane: the score at or above each of the pass's bounds (``ge[d]``: the bounds
+        # fall with d, so the entry's code, the buckets of the pass above it, is P less
+        # their count, and it is in the top d+1 buckets exactly when ``ge[d]``), in the pass
+        # (valid, not above it), to mark (valid, n > 0), above it
+        w2_ge = [Signal(P, name=f"w2_ge_{j}") for j in range(N)]
+        w2_use = [Signal(name=f"w2_use_{j}") for j in range(N)]
+        w2_nz = [Signal(name=f"w2_nz_{j}") for j in range(N)]
+        w2_above = [Signal(name=f"w2_above_{j}") for j in range(N)]
         w2_prod = [Signal(x.prod_bits, name=f"w2_prod_{j}") for j in range(N)]
         # the word read registered (w1r: the block RAM's own output register on an FPGA, no
         # enable or reset, so a flow can absorb it) before the lanes compare it with the bounds
-        w1r_valid, w1r_word, w1r_ctx = Signal(), Signal(range(D)), Signal()
+        w1r_valid, w1r_word, w1r_ctx = Signal(), Signal(range(D)), Signal(range(C))
         w1r_lo = [Signal(signed(sb + 2), name=f"w1r_lo_{d}") for d in range(P)]
         w1r_hi = Signal(signed(sb + 2))
         w1r_data = Signal.like(x.row_rd.data, name="w1r_data", reset_less=True)
         m.d.sync += [w1r_valid.eq(w1_valid), w1r_word.eq(w1_word), w1r_ctx.eq(w1_ctx),
-                     w1r_hi.eq(w1_hi), w1r_data.eq(x.row_rd.data)]
-        m.d.sync += [a.eq(b) for a, b in zip(w1r_lo, w1_lo)]
+                     w1r_data.eq(x.row_rd.data)]
+        for c, cx in enumerate(ctx):
+            with m.If(w1_ctx == c):
+                m.d.sync += [w1r_hi.eq(cx.row.hi)] + [w1r_lo[d].eq(cx.row.lo[d])
+                                                      for d in range(P)]
         m.d.sync += [w2_valid.eq(w1r_valid), w2_word.eq(w1r_word), w2_ctx.eq(w1r_ctx)]
         for j in range(N):
             e = w1r_data[j]
             above = e.score >= w1r_hi
-            code = sum((e.score < w1r_lo[d]).as_unsigned() for d in range(P))
             m.d.sync += [
-                w2_code[j].eq(Mux(e.valid & ~above, code, P)),
-                w2_mark[j].eq(Mux(e.valid & (e.count != 0), Mux(above, 0, code), P)),
-                w2_prod[j].eq(Mux(e.valid, e.weight * e.count, 0))]
-        w2_bank = Signal(range(NB))
-        m.d.comb += w2_bank.eq(Mux(w2_ctx, ctx[1].bank, ctx[0].bank))
-        m.d.comb += [x.code_wr.addr.eq(w2_bank * D + w2_word), x.code_wr.en.eq(w2_valid)]
-        m.d.comb += [x.code_wr.data[j].eq(w2_mark[j]) for j in range(N)]
-        w3_valid, w3_ctx = Signal(), Signal()
-        m.d.sync += [w3_valid.eq(w2_valid), w3_ctx.eq(w2_ctx)]
-        sums = []
-        for d in range(P):
-            items = [Mux(w2_code[j] <= d, w2_prod[j], 0) for j in range(N)]
-            part = reduce_tree(m, items, _add, f"w2_sum{d}", levels=x.half)
-            sums.append(reduce_tree(m, register(m, part, f"w3_sum{d}"), _add, f"w3_sum{d}"))
+                w2_ge[j].eq(Cat(e.score >= w1r_lo[d] for d in range(P))),
+                w2_use[j].eq(e.valid & ~above), w2_nz[j].eq(e.valid & (e.count != 0)),
+                w2_above[j].eq(above), w2_prod[j].eq(Mux(e.valid, e.weight * e.count, 0))]
+        # the entries' codes (0 above the pass, P below it or not to mark) into the row's
+        # bank of the code memory, a stage after w2
+        w3m_valid, w3m_word, w3m_ctx = register(m, [w2_valid, w2_word, w2_ctx], "w3m")
+        w3m_mark = register(m, [Mux(w2_nz[j], Mux(w2_above[j], 0, P - sum(w2_ge[j])), P)
+                                for j in range(N)], "w3m_mark")
+        w3m_bank = Signal(range(NB))
+        m.d.comb += w3m_bank.eq(Array(cx.bank for cx in ctx)[w3m_ctx])
+        m.d.comb += [x.code_wr.addr.eq(w3m_bank * D + w3m_word), x.code_wr.en.eq(w3m_valid)]
+        m.d.comb += [x.code_wr.data[j].eq(w3m_mark[j]) for j in range(N)]
+        # the pass's P sums: the entries of its top d+1 buckets, the trees one level (an
+        # addition) a stage, the last stage's root subtracted from the row's remainders
+        vals = [[Mux(w2_use[j] & w2_ge[j][d], w2_prod[j], 0) for j in range(N)]
+                for d in range(P)]
+        sv, sctx = w2_valid, w2_ctx
+        for st in range(max(1, exact_log2(N))):
+            vals = [register(m, reduce_tree(m, v, _add, f"w{st + 3}_sum{d}", levels=1),
+                             f"w{st + 3}_sum{d}") for d, v in enumerate(vals)]
+            sv, sctx = register(m, [sv, sctx], f"w{st + 3}_pass")
         for c, cx in enumerate(ctx):
-            with m.If(w3_valid & (w3_ctx == c)):
-                m.d.sync += [a.eq(a - s) for a, s in zip(cx.rem, sums)]
-            # a drained pass decides; context 0 first if both could (they cannot: their
-            # passes' last reads are in different cycles)
-            m.d.comb += cx.ready.eq(cx.drain & ~(w1_valid & (w1_ctx == c)) &
-                                    ~(w1r_valid & (w1r_ctx == c)) &
-                                    ~(w2_valid & (w2_ctx == c)) & ~(w3_valid & (w3_ctx == c)))
-        m.d.comb += [ctx[0].decide.eq(ctx[0].ready),
-                     ctx[1].decide.eq(ctx[1].ready & ~ctx[0].ready)]
-        deciding = ctx[0].decide | ctx[1].decide
-        exiting = [cx.decide & cx.over.any() for cx in ctx]
+            with m.If(sv & (sctx == c)):
+                m.d.sync += [a.eq(a - v[0]) for a, v in zip(cx.rem, vals)]
+        # a context decides this cycle (no two do: their passes' last reads are in different
+        # cycles), from a flip-flop: a pass decides the cycle after its drain's last but one
+        deciding_r = Signal()
+        m.d.sync += deciding_r.eq(Cat(cx.drain[-2] for cx in ctx).any())
 
-        # the read port: go on with the current pass, or start the older pending one
-        start = Signal()
-        pick = Signal()
-        m.d.comb += pick.eq(Mux(Mux(old, ctx[1].pend, ctx[0].pend), old, ~old))
+        # the read port: go on with the current pass, or start the oldest pending one
+        first_pend = [cx.pend & Cat(~(ctx[j].pend & older[j][c])
+                                    for j in range(C) if j != c).all()
+                      for c, cx in enumerate(ctx)]
+        pick = Signal(range(C))
+        for c in reversed(range(C)):
+            with m.If(first_pend[c]):
+                m.d.comb += pick.eq(c)
         with m.If(issuing):
             m.d.comb += [issue.eq(1), ictx.eq(cur)]
             for c, cx in enumerate(ctx):
                 with m.If(cur == c):
-                    m.d.comb += [word.eq(cx.wbeat), x.row_rd.addr.eq(cx.rptr)]
+                    m.d.comb += [word.eq(cx.wbeat), addr.eq(cx.rptr)]
                     m.d.sync += [cx.rptr.eq(self._wrap(cx.rptr, D)), cx.wbeat.eq(cx.wbeat + 1)]
                     with m.If(cx.wbeat + 1 == cx.row.stored):
-                        m.d.sync += [issuing.eq(0), cx.drain.eq(1)]
-        with m.Elif(ctx[0].pend | ctx[1].pend):
-            m.d.comb += [issue.eq(1), ictx.eq(pick), start.eq(1), word.eq(0)]
+                        m.d.sync += [issuing.eq(0), cx.drain[0].eq(1)]
+        with m.Elif(Cat(cx.pend for cx in ctx).any()):
+            m.d.comb += [issue.eq(1), ictx.eq(pick), word.eq(0)]
             m.d.sync += cur.eq(pick)
             for c, cx in enumerate(ctx):
                 with m.If(pick == c):
-                    m.d.comb += x.row_rd.addr.eq(cx.row.base)
+                    m.d.comb += addr.eq(cx.row.base)
                     m.d.sync += [cx.pend.eq(0), cx.rptr.eq(self._wrap(cx.row.base, D)),
                                  cx.wbeat.eq(1)]
                     with m.If(cx.row.stored == 1):
-                        m.d.sync += cx.drain.eq(1)
+                        m.d.sync += cx.drain[0].eq(1)
                     with m.Else():
                         m.d.sync += issuing.eq(1)
 
-        # decisions: exit (the row to the marker) or the next pass. A row's words go back to
-        # the ring in row order: a row that exits before an older one adds them to held
-        held = Signal(range(D + 1))
+        # decisions: exit (the row to the marker through its bank) or the next pass
         rows_inc, refused_inc = Signal(), Signal()
         for c, cx in enumerate(ctx):
             with m.If(cx.decide):
-                m.d.sync += [cx.drain.eq(0), perf.entries_read.eq(
-                    perf.entries_read + cx.row.stored * N)]
-                with m.If(cx.over.any()):
+                m.d.sync += perf.entries_read.eq(perf.entries_read + cx.row.stored * N)
+                with m.If(cx.d_exits):
                     m.d.sync += [
-                        perf.buckets_visited.eq(perf.buckets_visited + (B - 1 - cx.k)
-                                                + cx.exit + 1),
-                        perf.buckets_skipped.eq(perf.buckets_skipped + cx.k - cx.exit),
-                        cx.busy.eq(0), old.eq(1 - c)]
-                    self._push(m, x, cx.bank, cx.exit, cx.row)
-                    with m.If((old == c) | ~ctx[1 - c].busy):
-                        m.d.comb += x.release.eq(cx.row.stored + held)
-                        m.d.sync += held.eq(0)
-                    with m.Else():
-                        m.d.sync += held.eq(held + cx.row.stored)
+                        perf.buckets_visited.eq(perf.buckets_visited + cx.d_visited),
+                        perf.buckets_skipped.eq(perf.buckets_skipped + cx.d_skipped),
+                        cx.busy.eq(0)]
+                    self._push(m, x, cx.bank, cx.d_exit, cx.row)
                     m.d.comb += rows_inc.eq(1)
                 with m.Else():
                     m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.acc_next),
@@ -546,32 +614,45 @@ class WicsumThresholdUnit(wiring.Component):
                     # the pass's whole sum joins the running sum
                     m.d.sync += [a.eq(cx.rem[P - 1]) for a in cx.rem]
 
-        # a new row from the queue: into a free context and the next code bank
+        # the ring's words go back in row order, which is the banks' order: a bank's row is
+        # released, one a cycle, once it is pushed and every earlier bank's row is released
+        rp = Signal(range(NB))
+        m.d.comb += x.releasing.eq(x.rel_pend.bit_select(rp, 1))
+        with m.If(x.releasing):
+            m.d.comb += x.release.eq(x.slot[rp].stored)
+            m.d.sync += [x.rel_pend.bit_select(rp, 1).eq(0),
+                         rp.eq(Mux(rp == NB - 1, 0, rp + 1))]
+
+        # a new row from the queue: into a free context (the first) and the next code bank
         x.next_bank = next_bank = Signal(range(NB))
-        free = Signal()
-        into = Signal()                 # the free context it goes into
-        m.d.comb += [free.eq(~ctx[0].busy | ~ctx[1].busy), into.eq(ctx[0].busy)]
+        free = ~Cat(cx.busy for cx in ctx).all()
+        into = [~ctx[c].busy & Cat(ctx[j].busy for j in range(c)).all()
+                for c in range(C)]              # the first free context, one-hot
         skip = head.overflow | ~head.any
-        bank_ok = ~x.bank_used.bit_select(next_bank, 1)
-        with m.If(x.fifo.r_rdy & bank_ok & Mux(skip, ~deciding, free)):
-            m.d.comb += [x.fifo.r_en.eq(1), x.took.eq(1)]
-            m.d.sync += [x.bank_used.bit_select(next_bank, 1).eq(1),
-                         next_bank.eq(Mux(next_bank == NB - 1, 0, next_bank + 1))]
+        held_next = x.banks_held + x.took - x.bank_freed
+        m.d.sync += [x.banks_held.eq(held_next), x.bank_ok.eq(held_next != NB)]
+        bank_ok = x.bank_ok
+        # the queue lets a taken row go a cycle later, from a register (``took_r``: the
+        # take's logic stays out of the wide output register's enable), and no row is taken
+        # in that cycle
+        took_r = Signal()
+        m.d.sync += took_r.eq(x.took)
+        m.d.comb += x.fifo.r_en.eq(took_r)
+        with m.If(x.fifo.r_rdy & ~took_r & bank_ok & Mux(skip, ~deciding_r, free)):
+            m.d.comb += x.took.eq(1)
+            m.d.sync += [next_bank.eq(Mux(next_bank == NB - 1, 0, next_bank + 1))]
             with m.If(skip):
                 with m.If(head.overflow):
                     m.d.comb += refused_inc.eq(1)
                 self._push(m, x, next_bank, P, head)
                 m.d.comb += rows_inc.eq(1)
-                with m.If(ctx[0].busy | ctx[1].busy):
-                    m.d.sync += held.eq(held + head.stored)
-                with m.Else():
-                    m.d.comb += x.release.eq(head.stored)
             with m.Else():
                 for c, cx in enumerate(ctx):
-                    other = ctx[1 - c]
-                    with m.If(into == c):
-                        m.d.sync += [cx.busy.eq(1), cx.pend.eq(1),
-                                     old.eq(Mux(other.busy & ~exiting[1 - c], 1 - c, c))]
+                    with m.If(into[c]):
+                        m.d.sync += [cx.busy.eq(1), cx.pend.eq(1)]
+                        # every other context's row is older than this one
+                        m.d.sync += [older[j][c].eq(1) for j in range(C) if j != c]
+                        m.d.sync += [older[c][j].eq(0) for j in range(C) if j != c]
         # a free context holds the queue's head (its row, bank, first bucket and th), so
         # taking the row sets only its flags: the take's conditions stay out of these wide
         # registers' inputs
@@ -579,18 +660,26 @@ class WicsumThresholdUnit(wiring.Component):
             with m.If(~cx.busy):
                 m.d.sync += [cx.row.eq(head), cx.k.eq(B - 1), cx.bank.eq(next_bank)]
                 m.d.sync += [a.eq(head.th) for a in cx.rem]
-        m.d.sync += [perf.rows.eq(perf.rows + rows_inc),
-                     perf.rows_refused.eq(perf.rows_refused + refused_inc)]
-        x.walk_busy = ctx[0].busy | ctx[1].busy
+        # counted a cycle later, from registers (the take's and the decision's logic stays out
+        # of the counters' carry chains)
+        rows_r, refused_r = register(m, [rows_inc, refused_inc], "rows_inc")
+        m.d.sync += [perf.rows.eq(perf.rows + rows_r),
+                     perf.rows_refused.eq(perf.rows_refused + refused_r)]
+        x.walk_busy = Cat(cx.busy for cx in ctx).any()
 
     def _push(self, m, x, bank, exit_code, rec):
-        """Hand a row to the marker through its code bank's slot."""
+        """Hand a row to the marker: into the push register now (at most one a cycle), into
+        its code bank's slot the next cycle."""
+        m.d.sync += [x.push_valid.eq(1), x.push_bank.eq(bank), x.push.stored.eq(rec.stored),
+                     x.push.exit.eq(exit_code), x.push.overflow.eq(rec.overflow),
+                     x.push.head_last.eq(rec.head_last)]
+
+    def _slots(self, m, x):
+        """The push register into its bank's slot (a decoder from flip-flops: the decisions'
+        and the take's logic stays out of the slots' inputs)."""
         for b in range(self.CODE_BANKS):
-            with m.If(bank == b):
-                m.d.sync += [x.slot[b].stored.eq(rec.stored), x.slot[b].exit.eq(exit_code),
-                             x.slot[b].overflow.eq(rec.overflow),
-                             x.slot[b].head_last.eq(rec.head_last),
-                             x.slot_full[b].eq(1)]
+            with m.If(x.push_valid & (x.push_bank == b)):
+                m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1), x.rel_pend[b].eq(1)]
 
     # ------------------------------------------------------------------ mark and emit
 
@@ -615,8 +704,13 @@ class WicsumThresholdUnit(wiring.Component):
         low_idx = Signal(max(1, exact_log2(N)))
         m.d.comb += low_idx.eq(reduce_tree(m, [Mux(lowest[j], j, 0) for j in range(N)],
                                            lambda a, b: a | b, "e_idx") if N > 1 else 0)
+        # the row being marked, taken from its slot when the marker starts it (IDLE), so
+        # MARK and the row's end work from flip-flops, not through the slots' multiplexer
+        m_exit, m_stored = Signal(range(P + 1)), Signal(range(D + 1))
+        m_left = Signal(range(D + 1))          # words still to read after this one
+        m_hwm, m_head_last = Signal(), Signal()  # the row raises hwm; it ends its head
         marks = Signal(N)
-        m.d.comb += marks.eq(Cat(code_rd.data[j] <= cur.exit for j in range(N)))
+        m.d.comb += marks.eq(Cat(code_rd.data[j] <= m_exit for j in range(N)))
         m.d.sync += m1_valid.eq(0)
 
         def read(w):
@@ -624,12 +718,12 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.sync += [m1_valid.eq(1), m1_addr.eq(w), mw.eq(w + 1)]
 
         def row_end():
+            m.d.comb += x.bank_freed.eq(1)
             m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0),
-                         x.bank_used.bit_select(m_bank, 1).eq(0),
                          m_bank.eq(Mux(m_bank == NB - 1, 0, m_bank + 1))]
-            with m.If(~cur.overflow & (cur.stored > hwm)):
-                m.d.sync += hwm.eq(cur.stored)
-            with m.If(cur.head_last):
+            with m.If(m_hwm):
+                m.d.sync += hwm.eq(m_stored)
+            with m.If(m_head_last):
                 m.d.sync += [e_w.eq(0), n_sel.eq(0)]
                 m.next = "E_READ"
             with m.Else():
@@ -645,18 +739,22 @@ class WicsumThresholdUnit(wiring.Component):
 
             with m.State("IDLE"):
                 with m.If(x.slot_full.bit_select(m_bank, 1)):
-                    with m.If(cur.exit == P):
-                        row_end()                        # nothing to mark
-                    with m.Else():
+                    nothing = cur.exit == P                # a skipped row: nothing to mark
+                    m.d.sync += [m_exit.eq(cur.exit), m_stored.eq(cur.stored),
+                                 m_left.eq(Mux(nothing, 0, cur.stored - 1)),
+                                 m_hwm.eq(~cur.overflow & (cur.stored > hwm)),
+                                 m_head_last.eq(cur.head_last)]
+                    with m.If(~nothing):
                         read(0)
-                        m.next = "MARK"
+                    m.next = "MARK"
 
             with m.State("MARK"):
                 m.d.comb += x.mark_busy.eq(1)
                 m.d.comb += [uni_wr.addr.eq(m1_addr), uni_wr.data.eq(uni_rd.data | marks),
                              uni_wr.en.eq(m1_valid)]
-                with m.If(mw < cur.stored):
+                with m.If(m_left != 0):
                     read(mw)
+                    m.d.sync += m_left.eq(m_left - 1)
                 with m.Else():
                     row_end()
 
@@ -702,8 +800,8 @@ class WicsumThresholdUnit(wiring.Component):
         """busy: a cycle in which any stage holds a row (a beat taken, the receive and
         threshold pipelines, the walk's queue, a pass, a row for the marker, marking or
         emission)."""
-        busy = (x.take | x.p1_valid | x.p2_valid | x.p3_valid | x.s1_valid | x.s2_valid |
-                x.fifo.r_rdy | x.walk_busy | x.slot_full.any() | x.mark_busy)
+        busy = (x.take | Cat(x.stage_valid).any() | x.s1_valid | x.s2_valid |
+                (x.fifo.level != 0) | x.walk_busy | x.slot_full.any() | x.mark_busy)
         with m.If(busy):
             m.d.sync += self.perf.busy.eq(self.perf.busy + 1)
 
@@ -712,6 +810,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
     """:meth:`WicsumThresholdUnit.schedule`: the RTL's stage rules stepped a cycle at a time
     (the state at the start of a cycle decides what each stage does in it)."""
     N, D, P, NB = u.lanes, u.row_entries // u.lanes, u.pass_buckets, u.CODE_BANKS
+    C = u.WALK_CONTEXTS
     rows = [dict(nb=max(1, -(-n // N)), skip=bool(refused) or not any_valid,
                  passes=u.passes(v), head_last=hl)
             for n, v, refused, any_valid, hl in rows]
@@ -727,16 +826,19 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
     first_beats, closes, takes, busy, trace = [], [], {}, 0, []
     r_row = r_beat = inflight = occupied = 0       # receive
     fifo = []                                      # (ready cycle, row) for the walk
-    ctx = [None, None]       # walk contexts: {row, state PEND/ISSUE/DRAIN, read, done, last}
-    old = cur = held = 0
+    ctx = [None] * C         # walk contexts: {row, state PEND/ISSUE/DRAIN, read, done, last}
+    cur = 0
     issuing = False
+    rel, rel_row, rp = [False] * NB, [None] * NB, 0   # banks whose words wait for release
+    took = False                                   # the walk took a row last cycle
+    push = None              # (bank, row) to the marker: in its slot the next cycle
     next_bank, used, slot = 0, [False] * NB, [None] * NB
     m_state, m_end, m_bank = "IDLE", 0, 0          # marker: IDLE, MARK or EMIT until m_end
     t = 0
     while True:
         now = [None if c is None else dict(c) for c in ctx]
-        slot_now, used_now = list(slot), list(used)
-        d_inflight = d_occupied = 0
+        slot_now, used_now, rel_now = list(slot), list(used), list(rel)
+        d_inflight = d_occupied = d_release = 0
         # receive: a beat a cycle while the ring has room and at most two rows wait
         if r_row < len(rows) and (r_beat > 0 or inflight < 3) and (occupied < D or r_beat >= D):
             r = rows[r_row]
@@ -746,35 +848,35 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
             d_occupied += r_beat < D
             takes[t] = r_beat == r["nb"] - 1
             if takes[t]:
-                fifo.append((t + u.RECEIVE_LATENCY, r_row))
+                fifo.append((t + u.receive_latency, r_row))
                 r_row, r_beat = r_row + 1, 0
             else:
                 r_beat += 1
         # a beat in the receive pipeline (take to p3), a row's last one in s1 and s2
-        b = (any(t - k in takes for k in range(4))
-             or any(takes.get(t - k, False) for k in range(4, u.RECEIVE_LATENCY))
+        pipe = 2 + u.tree_stages                    # take, p1, the trees' stages
+        b = (any(t - k in takes for k in range(pipe))
+             or any(takes.get(t - k, False) for k in range(pipe, u.receive_latency))
              or any(f[0] <= t for f in fifo) or any(c is not None for c in now)
              or any(s is not None for s in slot_now))
-        # walk: a drained pass decides (context 0 first)
-        deciding, exiting = None, [False, False]
-        for c in (0, 1):
+        # the push register into its slot
+        if push is not None:
+            pb, k = push
+            slot[pb] = rel_row[pb] = k
+            rel[pb] = True
+            push = None
+        # walk: a drained pass decides (never two in a cycle)
+        deciding = None
+        for c in range(C):
             x = now[c]
-            if x is not None and x["state"] == "DRAIN" and t >= x["last"] + u.WALK_OVERHEAD:
+            if x is not None and x["state"] == "DRAIN" and t >= x["last"] + u.walk_overhead:
                 deciding = c
                 break
         if deciding is not None:
             x = ctx[deciding]
             x["done"] += 1
             if x["done"] == rows[x["row"]]["passes"]:
-                slot[x["bank"]] = x["row"]
-                if old == deciding or now[1 - deciding] is None:
-                    d_occupied -= rows[x["row"]]["stored"] + held
-                    held = 0
-                else:
-                    held += rows[x["row"]]["stored"]
+                push = (x["bank"], x["row"])
                 ctx[deciding] = None
-                exiting[deciding] = True
-                old = 1 - deciding
             else:
                 x["state"] = "PEND"
         # walk: the read port
@@ -784,37 +886,37 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
             if x["read"] == r["stored"]:
                 x["state"], x["last"], issuing = "DRAIN", t, False
         else:
-            pend = [now[c] is not None and now[c]["state"] == "PEND" for c in (0, 1)]
-            if any(pend):
-                p = old if pend[old] else 1 - old
+            pend = [c for c in range(C) if now[c] is not None and now[c]["state"] == "PEND"]
+            if pend:
+                p = min(pend, key=lambda c: now[c]["row"])      # the oldest row
                 x, r = ctx[p], rows[ctx[p]["row"]]
                 x["read"] = 1
                 if r["stored"] == 1:
                     x["state"], x["last"] = "DRAIN", t
                 else:
                     x["state"], issuing, cur = "ISSUE", True, p
+        # walk: the ring's words back in the banks' (the rows') order, one bank a cycle
+        if rel_now[rp]:
+            d_release = rows[rel_row[rp]]["stored"]
+            rel[rp], rp = False, (rp + 1) % NB
         # walk: a new row from the queue into a free context and the next bank
-        if fifo and fifo[0][0] <= t and not used_now[next_bank]:
+        took_now, took = took, False
+        if fifo and fifo[0][0] <= t and not used_now[next_bank] and not took_now:
             k = fifo[0][1]
             r = rows[k]
-            free = [c for c in (0, 1) if now[c] is None]
+            free = [c for c in range(C) if now[c] is None]
             if r["skip"] and deciding is None:
                 fifo.pop(0)
-                slot[next_bank] = k
-                if any(c is not None for c in now):
-                    held += r["stored"]
-                else:
-                    d_occupied -= r["stored"]
+                push = (next_bank, k)
             elif not r["skip"] and free:
                 fifo.pop(0)
-                c = free[0]
-                ctx[c] = dict(row=k, state="PEND", read=0, done=0, last=0, bank=next_bank)
-                other = now[1 - c]
-                old = 1 - c if other is not None and not exiting[1 - c] else c
+                ctx[free[0]] = dict(row=k, state="PEND", read=0, done=0, last=0,
+                                    bank=next_bank)
             else:
                 k = None
             if k is not None:
                 d_inflight -= 1
+                took = True
                 used[next_bank] = True
                 next_bank = (next_bank + 1) % NB
         # mark and emit
@@ -822,7 +924,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
         if m_state == "IDLE" and slot_now[m_bank] is not None and t >= clearing:
             k = slot_now[m_bank]
             if rows[k]["skip"]:
-                end = t
+                m_state, m_end = "MARK", t + 1
             else:
                 m_state, m_end = "MARK", t + rows[k]["stored"]
         elif m_state == "MARK":
@@ -843,11 +945,12 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
             else:
                 m_state = "IDLE"
         inflight += d_inflight
-        occupied += d_occupied
+        occupied += d_occupied - d_release
         busy += b
         trace.append(int(b))
         t += 1
-        if (r_row == len(rows) and not fifo and ctx == [None, None] and m_state == "IDLE"
+        if (r_row == len(rows) and not fifo and ctx == [None] * C and push is None
+                and m_state == "IDLE"
                 and all(s is None for s in slot)):
             return {"first_beats": first_beats, "closes": closes, "busy": busy, "done": t,
                     "trace": trace}
