@@ -12,7 +12,7 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from vrex.rules import wtu_rules
 
-from ..lib import counter_layout, reduce_tree, register
+from ..lib import counter_layout, reduce_tree, register, tree_stage
 
 __all__ = ["WicsumThresholdUnit"]
 
@@ -377,8 +377,7 @@ class WicsumThresholdUnit(wiring.Component):
         for st in range(2, 2 + self.tree_stages):
             name = "p3" if st == 1 + self.tree_stages else f"p{st}"
             for key in vals:
-                level = reduce_tree(m, vals[key], ops[key], f"{name}_{key}", levels=1)
-                vals[key] = register(m, level, f"{name}_{key}")
+                vals[key] = tree_stage(m, vals[key], ops[key], f"{name}_{key}")
             flags = register(m, flags, f"{name}_flag")
             meta_r = Signal(meta_t, name=f"{name}_meta")
             m.d.sync += meta_r.eq(meta)
@@ -555,8 +554,7 @@ class WicsumThresholdUnit(wiring.Component):
                 for d in range(P)]
         sv, sctx = w2_valid, w2_ctx
         for st in range(max(1, exact_log2(N))):
-            vals = [register(m, reduce_tree(m, v, _add, f"w{st + 3}_sum{d}", levels=1),
-                             f"w{st + 3}_sum{d}") for d, v in enumerate(vals)]
+            vals = [tree_stage(m, v, _add, f"w{st + 3}_sum{d}") for d, v in enumerate(vals)]
             sv, sctx = register(m, [sv, sctx], f"w{st + 3}_pass")
         for c, cx in enumerate(ctx):
             with m.If(sv & (sctx == c)):
@@ -829,7 +827,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
     ctx = [None] * C         # walk contexts: {row, state PEND/ISSUE/DRAIN, read, done, last}
     cur = 0
     issuing = False
-    rel, rel_row, rp = [False] * NB, [None] * NB, 0   # banks whose words wait for release
+    rel, rp = [False] * NB, 0      # banks whose rows' words wait for release; the next one
     took = False                                   # the walk took a row last cycle
     push = None              # (bank, row) to the marker: in its slot the next cycle
     next_bank, used, slot = 0, [False] * NB, [None] * NB
@@ -839,7 +837,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
         now = [None if c is None else dict(c) for c in ctx]
         slot_now, used_now, rel_now = list(slot), list(used), list(rel)
         d_inflight = d_occupied = d_release = 0
-        # receive: a beat a cycle while the ring has room and at most two rows wait
+        # receive: a beat a cycle while the ring has room and at most three rows wait
         if r_row < len(rows) and (r_beat > 0 or inflight < 3) and (occupied < D or r_beat >= D):
             r = rows[r_row]
             if r_beat == 0:
@@ -861,7 +859,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
         # the push register into its slot
         if push is not None:
             pb, k = push
-            slot[pb] = rel_row[pb] = k
+            slot[pb] = k
             rel[pb] = True
             push = None
         # walk: a drained pass decides (never two in a cycle)
@@ -897,7 +895,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
                     x["state"], issuing, cur = "ISSUE", True, p
         # walk: the ring's words back in the banks' (the rows') order, one bank a cycle
         if rel_now[rp]:
-            d_release = rows[rel_row[rp]]["stored"]
+            d_release = rows[slot_now[rp]]["stored"]     # (the slot's row: it is still there)
             rel[rp], rp = False, (rp + 1) % NB
         # walk: a new row from the queue into a free context and the next bank
         took_now, took = took, False

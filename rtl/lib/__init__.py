@@ -2,6 +2,6 @@
 counters, products by constants without multipliers."""
 from .arith import mul_const
 from .perf import counter_layout, bump
-from .tree import reduce_tree, register
+from .tree import reduce_tree, register, tree_stage
 
-__all__ = ["reduce_tree", "register", "counter_layout", "bump", "mul_const"]
+__all__ = ["reduce_tree", "register", "tree_stage", "counter_layout", "bump", "mul_const"]

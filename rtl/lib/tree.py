@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["reduce_tree", "register"]
+__all__ = ["reduce_tree", "register", "tree_stage"]
 
 
 def _node(m, value, name, shape, level: int, index: int):
@@ -48,3 +48,10 @@ def register(m, items, name, domain: str = "sync"):
     regs = [Signal(x.shape(), name=f"{name}_{j}") for j, x in enumerate(items)]
     m.d[domain] += [r.eq(x) for r, x in zip(regs, items)]
     return regs
+
+
+def tree_stage(m, items, combine, name, domain: str = "sync"):
+    """One level of a :func:`reduce_tree` over ``items`` and its row of registers (both named
+    ``{name}``): called once a pipeline stage, a tree of one level a stage. Returns the
+    registers."""
+    return register(m, reduce_tree(m, items, combine, name, levels=1), name, domain)
