@@ -38,15 +38,16 @@ class WicsumThresholdUnit(wiring.Component):
     Three stages work on different rows at once (docs/wtu.md):
 
     - *receive*: a row's beats go into the score memory, a ring of ``row_entries / lanes``
-      words, one beat a cycle, while a pipeline accumulates the row's minimum and maximum
-      score and ``Σ weight·count``; then the threshold ``th = (Σ · th_r) >> th_r_frac_bits``
-      and the first pass's bucket bounds ``lo_k = smin + ((k · (smax - smin + 1)) >> log2
-      B)``. The next row streams in while earlier rows are walked: a beat waits only when the
-      ring is full or three rows already wait for the walk.
+      words, one beat a cycle (each entry's score, its ``w·n`` and a flag for ``n > 0``, so
+      no multiplier follows the memory's read), while a pipeline accumulates the row's
+      minimum and maximum score and ``Σ weight·count``; then the threshold ``th = (Σ · th_r)
+      >> th_r_frac_bits`` and the first pass's bucket bounds ``lo_k = smin + ((k · (smax -
+      smin + 1)) >> log2 B)``. The next row streams in while earlier rows are walked: a beat
+      waits only when the ring is full or four rows already wait for the walk.
     - *walk*: :attr:`WALK_CONTEXTS` rows at a time, their passes interleaved on the read port
       (the oldest row's pending pass first); a pass reads the
       stored row once and sums ``pass_buckets`` P buckets from the top down: each lane
-      compares its score with the pass's P bounds, its multiplier forms ``w·n``, and P adder
+      compares its score with the pass's P bounds and P adder
       trees sum, per d, the entries of the pass's top d+1 buckets. When the pass has drained,
       the running sums say where the row exits: the first bucket whose running sum exceeds
       ``th`` (or bucket 0); a row that does not exit makes another pass. Each entry's bucket
@@ -96,6 +97,8 @@ class WicsumThresholdUnit(wiring.Component):
             "busy", "stalled")
     WALK_CONTEXTS = 4           # rows walked at once, their passes interleaved
     CODE_BANKS = 7              # rows between the walk and the marker (four walked, three done)
+    ROWS_AHEAD = 4              # rows received (begun) and not yet taken by the walk
+    PRODUCT_PART = 17           # bits of Σ w·n a multiplier cell takes in th's product
 
     def __init__(self, *, lanes: int, buckets: int, pass_buckets: int, row_entries: int,
                  score_bits: int, weight_bits: int, count_bits: int, th_r_frac_bits: int,
@@ -147,8 +150,9 @@ class WicsumThresholdUnit(wiring.Component):
     @property
     def receive_latency(self) -> int:
         """Cycles from a row's last beat to the walk being able to take it: p1, the trees,
-        the row's statistics (s1), its threshold and bounds (s2) and the walk's queue."""
-        return 5 + self.tree_stages
+        the row's statistics (s1), its threshold and range (s2), the bounds' offsets (s3)
+        and the walk's queue."""
+        return 6 + self.tree_stages
 
     @property
     def walk_overhead(self) -> int:
@@ -226,8 +230,9 @@ class WicsumThresholdUnit(wiring.Component):
         sb = self._score_bits
         x.prod_bits = self._weight_bits + self._count_bits
         x.smax_c, x.smin_c = (1 << (sb - 1)) - 1, -(1 << (sb - 1))
-        store_t = data.StructLayout({"score": signed(sb), "weight": self._weight_bits,
-                                     "count": self._count_bits, "valid": 1})
+        # a ring entry: the score, ``w·n`` (0 for an invalid lane) and ``n > 0`` of a valid
+        # lane (as wide as score, weight, count and valid were)
+        store_t = data.StructLayout({"score": signed(sb), "prod": x.prod_bits, "nz": 1})
         # No read of the row or the code memory is of a word written in the same cycle (the
         # walk reads only received rows' words, the receive writes only free ones; the marker
         # reads a bank the walk has finished writing): ``no_rw_check`` lets Yosys leave out
@@ -248,9 +253,10 @@ class WicsumThresholdUnit(wiring.Component):
             "base": range(D), "stored": range(D + 1), "overflow": 1, "any": 1,
             "head_last": 1, "th": self.sum_bits, "smin": signed(sb), "r1": sb + 1,
             "acc": sb + 1 + x.blog, "lo": data.ArrayLayout(bound, P), "hi": bound})
-        # (buffered: the walk takes its rows from flip-flops, not through the queue's read)
+        # (buffered: the walk takes its rows from flip-flops, not through the queue's read;
+        # as deep as the rows the receive lets in before the walk takes them)
         m.submodules.rows = x.fifo = fifo.SyncFIFOBuffered(
-            width=data.Layout.cast(x.row_t).size, depth=3)
+            width=data.Layout.cast(x.row_t).size, depth=self.ROWS_AHEAD)
         x.head = data.View(x.row_t, x.fifo.r_data)
         # the walk's hand-off to the marker, one slot per code bank; a bank is used from the
         # walk taking its row to the marker finishing it
@@ -290,7 +296,7 @@ class WicsumThresholdUnit(wiring.Component):
         x.wptr = wptr = Signal(range(D))       # the ring's next free word
         x.base = Signal(range(D))              # this row's first word
         x.occupied = occupied = Signal(range(D + 1))
-        x.inflight = inflight = Signal(range(4))   # rows begun and not yet taken by the walk
+        x.inflight = inflight = Signal(range(self.ROWS_AHEAD + 1))  # rows begun, not yet walked
         x.release = Signal(range(D + 1))       # words back in the ring this cycle (walk)
         x.releasing = Signal()                 # ... if any
         x.took = Signal()                      # the walk takes a row this cycle
@@ -306,16 +312,9 @@ class WicsumThresholdUnit(wiring.Component):
         full = Signal()                        # occupied == D, a flag (below)
         store = Signal()
         m.d.comb += [
-            self.i.ready.eq((~first | (inflight < 3)) & (~full | tail)),
+            self.i.ready.eq((~first | (inflight < self.ROWS_AHEAD)) & (~full | tail)),
             take.eq(self.i.valid & self.i.ready),
-            store.eq(take & ~tail),
-            x.row_wr.addr.eq(wptr), x.row_wr.en.eq(store)]
-        for j in range(N):
-            e = pay.entry[j]
-            m.d.comb += [x.row_wr.data[j].score.eq(e.score),
-                         x.row_wr.data[j].weight.eq(e.weight),
-                         x.row_wr.data[j].count.eq(e.count),
-                         x.row_wr.data[j].valid.eq(pay.valid[j])]
+            store.eq(take & ~tail)]
         # ``full`` (``occupied == D``) is kept as a flag, set a cycle ahead (the released words
         # come from registers): the handshake starts from flags, not from the occupancy's
         # adder and compare
@@ -361,6 +360,7 @@ class WicsumThresholdUnit(wiring.Component):
         p1_prod = [Signal(x.prod_bits, name=f"p1_prod_{j}") for j in range(N)]
         p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
         p1_hi = [Signal(signed(sb), name=f"p1_hi_{j}") for j in range(N)]
+        p1_nz = Signal(N)
         m.d.sync += [p1_valid.eq(take), p1_first.eq(first), p1_last.eq(pay.last)]
         # the lanes' registers load every cycle (``p1_valid`` says which beats count): no
         # enable from the handshake, whose ``take`` would otherwise fan out to every one
@@ -369,7 +369,17 @@ class WicsumThresholdUnit(wiring.Component):
             e, v = pay.entry[j], pay.valid[j]
             m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
                          p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
-                         p1_hi[j].eq(Mux(v, e.score, x.smin_c))]
+                         p1_hi[j].eq(Mux(v, e.score, x.smin_c)),
+                         p1_nz[j].eq(v & (e.count != 0))]
+        # the beat into the ring from p1's registers, a cycle after its take (the walk reads
+        # a row's words only after its statistics, many cycles later): the ring holds ``w·n``
+        # (p1's product) and an invalid lane's entry is 0 with ``nz`` = 0, which neither sums
+        # nor marks (its score, smax here, does not matter)
+        p1_store, p1_addr = register(m, [store, wptr], "p1_ring")
+        m.d.comb += [x.row_wr.addr.eq(p1_addr), x.row_wr.en.eq(p1_store)]
+        for j in range(N):
+            m.d.comb += [x.row_wr.data[j].score.eq(p1_lo[j]), x.row_wr.data[j].prod.eq(p1_prod[j]),
+                         x.row_wr.data[j].nz.eq(p1_nz[j])]
         vals = {"sum": p1_prod, "min": p1_lo, "max": p1_hi}
         ops = {"sum": _add, "min": _lesser, "max": _greater}
         flags, meta = (p1_valid, p1_first, p1_last, p1_any), p1_meta
@@ -410,7 +420,8 @@ class WicsumThresholdUnit(wiring.Component):
                          x.s1.any.eq(n_any), x.s1.meta.eq(p3_meta)]
 
     def _bounds(self, m, x, acc, r1, smin, name):
-        """The P bounds ``smin + ((acc - d·r1) >> log2 B)``, d = 0..P-1 (comb)."""
+        """The P bounds ``smin + ((acc - d·r1) >> log2 B)``, d = 0..P-1 (comb): a context's
+        next pass's."""
         sb = self._score_bits
         out = []
         for d in range(self._pass):
@@ -420,28 +431,39 @@ class WicsumThresholdUnit(wiring.Component):
         return out
 
     def _prepare(self, m, x):
-        """s2: the threshold's product and the score range; then the first pass's bounds and
-        the row into the walk's queue."""
-        sb, s1 = self._score_bits, x.s1
+        """s2: the threshold's product and the score range r1; s3: the first pass's bound
+        offsets ``(B - 1 - d)·r1``; then the bounds and the row into the walk's queue."""
+        sb, s1, P, B = self._score_bits, x.s1, self._pass, self._buckets
         x.s2_valid = Signal()
-        th_prod = Signal(self.sum_bits + self._th_r_frac_bits + 1)
+        # the threshold's product in parts of ``total`` (each one multiplier cell), summed at
+        # s3: no adder after the multipliers in the same stage
+        tr = s1.meta.th_r
+        parts = [s1.total[i:i + self.PRODUCT_PART] for i in range(0, len(s1.total),
+                                                                  self.PRODUCT_PART)]
+        th_parts = [Signal(len(a) + len(tr), name=f"s2_th_part_{i}") for i, a in enumerate(parts)]
         r1 = Signal(sb + 1)
         s2_smin, s2_smax = Signal(signed(sb)), Signal(signed(sb))
         s2_any, s2_meta = Signal(), Signal.like(s1.meta)
-        m.d.sync += [x.s2_valid.eq(x.s1_valid), th_prod.eq(s1.total * s1.meta.th_r),
+        m.d.sync += [x.s2_valid.eq(x.s1_valid),
                      r1.eq(s1.smax - s1.smin + 1), s2_smin.eq(s1.smin), s2_smax.eq(s1.smax),
                      s2_any.eq(s1.any), s2_meta.eq(s1.meta)]
-        rec = Signal(x.row_t)
-        acc = Signal(sb + 1 + x.blog)
-        m.d.comb += acc.eq((r1 << x.blog) - r1)
-        lo = self._bounds(m, x, acc, r1, s2_smin, "first_lo")
-        m.d.comb += [rec.base.eq(s2_meta.base), rec.stored.eq(s2_meta.stored),
-                     rec.overflow.eq(s2_meta.overflow), rec.any.eq(s2_any),
-                     rec.head_last.eq(s2_meta.head_last),
-                     rec.th.eq(th_prod >> self._th_r_frac_bits), rec.smin.eq(s2_smin),
-                     rec.r1.eq(r1), rec.acc.eq(acc), rec.hi.eq(s2_smax + 1),
-                     x.fifo.w_data.eq(rec.as_value()), x.fifo.w_en.eq(x.s2_valid)]
-        m.d.comb += [rec.lo[d].eq(lo[d]) for d in range(self._pass)]
+        m.d.sync += [t.eq(a * tr) for t, a in zip(th_parts, parts)]
+        th_prod = sum((t << (i * self.PRODUCT_PART) for i, t in enumerate(th_parts[1:], 1)),
+                      th_parts[0])
+        # s3: ``acc - d·r1`` = ``(B - 1 - d)·r1`` = ``B·r1 - (d + 1)·r1`` (>= 0, as P <= B), a
+        # register each: the first bounds' only carry chain after it is the ``+ smin``
+        s3, rec = Signal(x.row_t, name="s3_row"), Signal(x.row_t)
+        x.s3_valid = Signal()
+        offs = [Signal(sb + 1 + x.blog, name=f"s3_off_{d}") for d in range(P)]
+        m.d.sync += [x.s3_valid.eq(x.s2_valid), s3.base.eq(s2_meta.base),
+                     s3.stored.eq(s2_meta.stored), s3.overflow.eq(s2_meta.overflow),
+                     s3.any.eq(s2_any), s3.head_last.eq(s2_meta.head_last),
+                     s3.th.eq(th_prod >> self._th_r_frac_bits), s3.smin.eq(s2_smin),
+                     s3.r1.eq(r1), s3.hi.eq(s2_smax + 1)]
+        m.d.sync += [o.eq((r1 << x.blog) - _times(r1, d + 1)) for d, o in enumerate(offs)]
+        m.d.comb += [rec.eq(s3), rec.acc.eq(offs[0]), x.fifo.w_data.eq(rec.as_value()),
+                     x.fifo.w_en.eq(x.s3_valid)]
+        m.d.comb += [rec.lo[d].eq(s3.smin + (offs[d] >> x.blog)) for d in range(P)]
 
     # ------------------------------------------------------------------ walk
 
@@ -474,7 +496,6 @@ class WicsumThresholdUnit(wiring.Component):
                 decide=Signal(name=f"c{c}_decide"),
                 # the decision's terms, registered from the final rem (valid when deciding)
                 d_exits=Signal(name=f"c{c}_d_exits"),
-                d_exit=Signal(range(P + 1), name=f"c{c}_d_exit"),
                 d_visited=Signal(range(B + 1), name=f"c{c}_d_visited"),
                 d_skipped=Signal(range(B), name=f"c{c}_d_skipped"))
             m.d.comb += cx.acc_next.eq(cx.row.acc - _times(cx.row.r1, P))
@@ -486,7 +507,7 @@ class WicsumThresholdUnit(wiring.Component):
                                           ((cx.k == P - 1) if d == P - 1 else 0))
             m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
             m.d.sync += [cx.drain.eq(cx.drain[:-1] << 1), cx.d_exits.eq(cx.over.any()),
-                         cx.d_exit.eq(cx.exit), cx.d_visited.eq(B - cx.k + cx.exit),
+                         cx.d_visited.eq(B - cx.k + cx.exit),
                          cx.d_skipped.eq(cx.k - cx.exit)]
             m.d.comb += cx.decide.eq(cx.drain[-1])
             ctx.append(cx)
@@ -513,7 +534,8 @@ class WicsumThresholdUnit(wiring.Component):
         # per lane: the score at or above each of the pass's bounds (``ge[d]``: the bounds
         # fall with d, so the entry's code, the buckets of the pass above it, is P less
         # their count, and it is in the top d+1 buckets exactly when ``ge[d]``), in the pass
-        # (valid, not above it), to mark (valid, n > 0), above it
+        # (not above it: an invalid lane's ``w·n`` is 0), to mark (valid, n > 0), above it,
+        # its ``w·n`` (from the ring: no multiplier after the read)
         w2_ge = [Signal(P, name=f"w2_ge_{j}") for j in range(N)]
         w2_use = [Signal(name=f"w2_use_{j}") for j in range(N)]
         w2_nz = [Signal(name=f"w2_nz_{j}") for j in range(N)]
@@ -537,8 +559,8 @@ class WicsumThresholdUnit(wiring.Component):
             above = e.score >= w1r_hi
             m.d.sync += [
                 w2_ge[j].eq(Cat(e.score >= w1r_lo[d] for d in range(P))),
-                w2_use[j].eq(e.valid & ~above), w2_nz[j].eq(e.valid & (e.count != 0)),
-                w2_above[j].eq(above), w2_prod[j].eq(Mux(e.valid, e.weight * e.count, 0))]
+                w2_use[j].eq(~above), w2_nz[j].eq(e.nz),
+                w2_above[j].eq(above), w2_prod[j].eq(e.prod)]
         # the entries' codes (0 above the pass, P below it or not to mark) into the row's
         # bank of the code memory, a stage after w2
         w3m_valid, w3m_word, w3m_ctx = register(m, [w2_valid, w2_word, w2_ctx], "w3m")
@@ -563,6 +585,23 @@ class WicsumThresholdUnit(wiring.Component):
         # cycles), from a flip-flop: a pass decides the cycle after its drain's last but one
         deciding_r = Signal()
         m.d.sync += deciding_r.eq(Cat(cx.drain[-2] for cx in ctx).any())
+        # what the deciding context hands to the marker, taken a cycle ahead (its drain's
+        # last but one: the remainders are final, the row's fields do not change) into
+        # registers shared by the contexts, so the push starts from flip-flops, not from a
+        # multiplexer of the contexts behind their decisions
+        dx_exits = Signal()                     # a context decides this cycle and exits
+        dx = Signal(x.mark_t, name="dx_push")
+        dx_bank = Signal(range(NB))
+
+        def ahead(field):
+            return reduce_tree(m, [Mux(cx.drain[-2], field(cx), 0) for cx in ctx],
+                               lambda a, b: a | b, "dx_or")
+        m.d.sync += [dx_exits.eq(ahead(lambda cx: cx.over.any())),
+                     dx.stored.eq(ahead(lambda cx: cx.row.stored)),
+                     dx.exit.eq(ahead(lambda cx: cx.exit)),
+                     dx.overflow.eq(ahead(lambda cx: cx.row.overflow)),
+                     dx.head_last.eq(ahead(lambda cx: cx.row.head_last)),
+                     dx_bank.eq(ahead(lambda cx: cx.bank))]
 
         # the read port: go on with the current pass, or start the oldest pending one
         first_pend = [cx.pend & Cat(~(ctx[j].pend & older[j][c])
@@ -595,16 +634,23 @@ class WicsumThresholdUnit(wiring.Component):
 
         # decisions: exit (the row to the marker through its bank) or the next pass
         rows_inc, refused_inc = Signal(), Signal()
+        with m.If(dx_exits):
+            self._push(m, x, dx_bank, dx)
+            m.d.comb += rows_inc.eq(1)
+        # the counters' increments registered at the decision, added a cycle later (the
+        # decisions' logic stays out of the counters' carry chains)
+        read_inc, vis_inc, skip_inc = (Signal(range(D + 1)), Signal(range(B + 1)),
+                                       Signal(range(B)))
+        m.d.sync += [read_inc.eq(0), vis_inc.eq(0), skip_inc.eq(0)]
+        m.d.sync += [perf.entries_read.eq(perf.entries_read + read_inc * N),
+                     perf.buckets_visited.eq(perf.buckets_visited + vis_inc),
+                     perf.buckets_skipped.eq(perf.buckets_skipped + skip_inc)]
         for c, cx in enumerate(ctx):
             with m.If(cx.decide):
-                m.d.sync += perf.entries_read.eq(perf.entries_read + cx.row.stored * N)
+                m.d.sync += read_inc.eq(cx.row.stored)
                 with m.If(cx.d_exits):
-                    m.d.sync += [
-                        perf.buckets_visited.eq(perf.buckets_visited + cx.d_visited),
-                        perf.buckets_skipped.eq(perf.buckets_skipped + cx.d_skipped),
-                        cx.busy.eq(0)]
-                    self._push(m, x, cx.bank, cx.d_exit, cx.row)
-                    m.d.comb += rows_inc.eq(1)
+                    m.d.sync += [vis_inc.eq(cx.d_visited), skip_inc.eq(cx.d_skipped),
+                                 cx.busy.eq(0)]
                 with m.Else():
                     m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.acc_next),
                                  cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1)]
@@ -642,7 +688,7 @@ class WicsumThresholdUnit(wiring.Component):
             with m.If(skip):
                 with m.If(head.overflow):
                     m.d.comb += refused_inc.eq(1)
-                self._push(m, x, next_bank, P, head)
+                self._push(m, x, next_bank, head, P)
                 m.d.comb += rows_inc.eq(1)
             with m.Else():
                 for c, cx in enumerate(ctx):
@@ -665,12 +711,12 @@ class WicsumThresholdUnit(wiring.Component):
                      perf.rows_refused.eq(perf.rows_refused + refused_r)]
         x.walk_busy = Cat(cx.busy for cx in ctx).any()
 
-    def _push(self, m, x, bank, exit_code, rec):
+    def _push(self, m, x, bank, rec, exit_code=None):
         """Hand a row to the marker: into the push register now (at most one a cycle), into
-        its code bank's slot the next cycle."""
+        its code bank's slot the next cycle; ``exit_code`` if ``rec`` has none."""
         m.d.sync += [x.push_valid.eq(1), x.push_bank.eq(bank), x.push.stored.eq(rec.stored),
-                     x.push.exit.eq(exit_code), x.push.overflow.eq(rec.overflow),
-                     x.push.head_last.eq(rec.head_last)]
+                     x.push.exit.eq(rec.exit if exit_code is None else exit_code),
+                     x.push.overflow.eq(rec.overflow), x.push.head_last.eq(rec.head_last)]
 
     def _slots(self, m, x):
         """The push register into its bank's slot (a decoder from flip-flops: the decisions'
@@ -736,14 +782,18 @@ class WicsumThresholdUnit(wiring.Component):
                     m.next = "IDLE"
 
             with m.State("IDLE"):
+                # the row's fields and its first words are taken whether or not its slot is
+                # full yet (the reads change nothing), so only the state and ``m1_valid``
+                # wait for the slot's flag
+                nothing = cur.exit == P                    # a skipped row: nothing to mark
+                m.d.sync += [m_exit.eq(cur.exit), m_stored.eq(cur.stored),
+                             m_left.eq(Mux(nothing, 0, cur.stored - 1)),
+                             m_hwm.eq(~cur.overflow & (cur.stored > hwm)),
+                             m_head_last.eq(cur.head_last)]
+                read(0)
+                m.d.sync += m1_valid.eq(0)
                 with m.If(x.slot_full.bit_select(m_bank, 1)):
-                    nothing = cur.exit == P                # a skipped row: nothing to mark
-                    m.d.sync += [m_exit.eq(cur.exit), m_stored.eq(cur.stored),
-                                 m_left.eq(Mux(nothing, 0, cur.stored - 1)),
-                                 m_hwm.eq(~cur.overflow & (cur.stored > hwm)),
-                                 m_head_last.eq(cur.head_last)]
-                    with m.If(~nothing):
-                        read(0)
+                    m.d.sync += m1_valid.eq(~nothing)
                     m.next = "MARK"
 
             with m.State("MARK"):
@@ -798,7 +848,7 @@ class WicsumThresholdUnit(wiring.Component):
         """busy: a cycle in which any stage holds a row (a beat taken, the receive and
         threshold pipelines, the walk's queue, a pass, a row for the marker, marking or
         emission)."""
-        busy = (x.take | Cat(x.stage_valid).any() | x.s1_valid | x.s2_valid |
+        busy = (x.take | Cat(x.stage_valid).any() | x.s1_valid | x.s2_valid | x.s3_valid |
                 (x.fifo.level != 0) | x.walk_busy | x.slot_full.any() | x.mark_busy)
         with m.If(busy):
             m.d.sync += self.perf.busy.eq(self.perf.busy + 1)
@@ -837,8 +887,9 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
         now = [None if c is None else dict(c) for c in ctx]
         slot_now, used_now, rel_now = list(slot), list(used), list(rel)
         d_inflight = d_occupied = d_release = 0
-        # receive: a beat a cycle while the ring has room and at most three rows wait
-        if r_row < len(rows) and (r_beat > 0 or inflight < 3) and (occupied < D or r_beat >= D):
+        # receive: a beat a cycle while the ring has room and fewer than ROWS_AHEAD rows wait
+        if (r_row < len(rows) and (r_beat > 0 or inflight < u.ROWS_AHEAD)
+                and (occupied < D or r_beat >= D)):
             r = rows[r_row]
             if r_beat == 0:
                 first_beats.append(t)
