@@ -402,10 +402,12 @@ class WicsumThresholdUnit(wiring.Component):
         any_valid = Signal()
         n_total, n_min, n_max, n_any = (Signal.like(total), Signal.like(smin),
                                         Signal.like(smax), Signal())
+        # (a row's first beat selects the beat's own values after the compares, so the
+        # compares and the sum start from the registers, not from a multiplexer of them)
         m.d.comb += [
-            n_total.eq(Mux(p3_first, 0, total) + p3["sum"]),
-            n_min.eq(_lesser(Mux(p3_first, x.smax_c, smin), p3["min"])),
-            n_max.eq(_greater(Mux(p3_first, x.smin_c, smax), p3["max"])),
+            n_total.eq(Mux(p3_first, p3["sum"], total + p3["sum"])),
+            n_min.eq(Mux(p3_first | (p3["min"] < smin), p3["min"], smin)),
+            n_max.eq(Mux(p3_first | (p3["max"] > smax), p3["max"], smax)),
             n_any.eq(Mux(p3_first, 0, any_valid) | p3_any)]
         with m.If(p3_valid):
             m.d.sync += [total.eq(n_total), smin.eq(n_min), smax.eq(n_max),
@@ -484,6 +486,7 @@ class WicsumThresholdUnit(wiring.Component):
                 rem=[Signal(signed(S + 1), name=f"c{c}_rem_{d}") for d in range(P)],
                 rptr=Signal(range(D), name=f"c{c}_rptr"),
                 wbeat=Signal(range(D + 1), name=f"c{c}_wbeat"),
+                at_last=Signal(name=f"c{c}_at_last"),    # wbeat + 1 == stored (issuing)
                 bank=Signal(range(NB), name=f"c{c}_bank"),
                 busy=Signal(name=f"c{c}_busy"),          # holds a row
                 pend=Signal(name=f"c{c}_pend"),          # a pass waits for the read port
@@ -616,17 +619,18 @@ class WicsumThresholdUnit(wiring.Component):
             for c, cx in enumerate(ctx):
                 with m.If(cur == c):
                     m.d.comb += [word.eq(cx.wbeat), addr.eq(cx.rptr)]
-                    m.d.sync += [cx.rptr.eq(self._wrap(cx.rptr, D)), cx.wbeat.eq(cx.wbeat + 1)]
-                    with m.If(cx.wbeat + 1 == cx.row.stored):
+                    m.d.sync += [cx.rptr.eq(self._wrap(cx.rptr, D)), cx.wbeat.eq(cx.wbeat + 1),
+                                 cx.at_last.eq(cx.wbeat + 2 == cx.row.stored)]
+                    with m.If(cx.at_last):
                         m.d.sync += [issuing.eq(0), cx.drain[0].eq(1)]
         with m.Elif(Cat(cx.pend for cx in ctx).any()):
             m.d.comb += [issue.eq(1), ictx.eq(pick), word.eq(0)]
             m.d.sync += cur.eq(pick)
             for c, cx in enumerate(ctx):
-                with m.If(pick == c):
+                with m.If(first_pend[c]):                # (one-hot: the oldest pending)
                     m.d.comb += addr.eq(cx.row.base)
                     m.d.sync += [cx.pend.eq(0), cx.rptr.eq(self._wrap(cx.row.base, D)),
-                                 cx.wbeat.eq(1)]
+                                 cx.wbeat.eq(1), cx.at_last.eq(cx.row.stored == 2)]
                     with m.If(cx.row.stored == 1):
                         m.d.sync += cx.drain[0].eq(1)
                     with m.Else():
