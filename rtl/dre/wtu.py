@@ -664,12 +664,19 @@ class WicsumThresholdUnit(wiring.Component):
 
         # the ring's words go back in row order, which is the banks' order: a bank's row is
         # released, one a cycle, once it is pushed and every earlier bank's row is released
-        rp = Signal(range(NB))
-        m.d.comb += x.releasing.eq(x.rel_pend.bit_select(rp, 1))
-        with m.If(x.releasing):
-            m.d.comb += x.release.eq(x.slot[rp].stored)
-            m.d.sync += [x.rel_pend.bit_select(rp, 1).eq(0),
-                         rp.eq(Mux(rp == NB - 1, 0, rp + 1))]
+        # (whether the pointer's bank releases, and how many words, are taken a cycle ahead
+        # from the next cycle's pointer, pending banks and slots: the ring's occupancy and
+        # ``full`` start from registers)
+        rp, rel_r, rel_words = Signal(range(NB)), Signal(), Signal(range(D + 1))
+        m.d.comb += [x.releasing.eq(rel_r), x.release.eq(Mux(rel_r, rel_words, 0))]
+        rp_n, pend_n = Signal(range(NB)), Signal(NB)
+        m.d.comb += rp_n.eq(Mux(rel_r, Mux(rp == NB - 1, 0, rp + 1), rp))
+        for b in range(NB):
+            pushed = x.push_valid & (x.push_bank == b)
+            m.d.comb += pend_n[b].eq((x.rel_pend[b] & ~(rel_r & (rp == b))) | pushed)
+        m.d.sync += [rp.eq(rp_n), x.rel_pend.eq(pend_n), rel_r.eq(pend_n.bit_select(rp_n, 1)),
+                     rel_words.eq(Mux(x.push_valid & (x.push_bank == rp_n), x.push.stored,
+                                      x.slot[rp_n].stored))]
 
         # a new row from the queue: into a free context (the first) and the next code bank
         x.next_bank = next_bank = Signal(range(NB))
@@ -727,7 +734,7 @@ class WicsumThresholdUnit(wiring.Component):
         and the take's logic stays out of the slots' inputs)."""
         for b in range(self.CODE_BANKS):
             with m.If(x.push_valid & (x.push_bank == b)):
-                m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1), x.rel_pend[b].eq(1)]
+                m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1)]
 
     # ------------------------------------------------------------------ mark and emit
 
@@ -854,8 +861,9 @@ class WicsumThresholdUnit(wiring.Component):
         emission)."""
         busy = (x.take | Cat(x.stage_valid).any() | x.s1_valid | x.s2_valid | x.s3_valid |
                 (x.fifo.level != 0) | x.walk_busy | x.slot_full.any() | x.mark_busy)
-        with m.If(busy):
-            m.d.sync += self.perf.busy.eq(self.perf.busy + 1)
+        # counted a cycle later, from a register (the stages' flags stay out of the counter)
+        busy_r = Signal()
+        m.d.sync += [busy_r.eq(busy), self.perf.busy.eq(self.perf.busy + busy_r)]
 
 
 def _schedule(u, rows, head_selected, clearing) -> dict:
