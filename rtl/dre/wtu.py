@@ -195,7 +195,7 @@ class WicsumThresholdUnit(wiring.Component):
     def emit_cycles(self, words: int, selected: int) -> int:
         """Cycles to emit a head whose rows touched ``words`` union words (the longest row's
         beats) and selected ``selected`` ids, ``o`` ready."""
-        return 3 * words + selected + 2
+        return 4 * words + selected + 2
 
     def schedule(self, rows, head_selected, *, clearing: int = 0) -> dict:
         """The unit's timing, cycle for cycle, with the input always valid and ``o`` always
@@ -764,12 +764,28 @@ class WicsumThresholdUnit(wiring.Component):
         m_exit, m_stored = Signal(range(P + 1)), Signal(range(D + 1))
         m_left = Signal(range(D + 1))          # words still to read after this one
         m_hwm, m_head_last = Signal(), Signal()  # the row raises hwm; it ends its head
+        # both memories' reads registered (the block RAMs' own output registers on an FPGA:
+        # no enable or reset), so a word read in cycle t is marked and written back in t + 2
+        # (m2); a read in the cycle the marker writes the same word (the previous row's last
+        # one, or the emission's first read after a head's last row) misses that write, which
+        # is ORed in from ``byp``: ``uni_now`` is the word as of the read
+        code_q = Signal.like(code_rd.data, name="code_q", reset_less=True)
+        uni_q = Signal.like(uni_rd.data, name="uni_q", reset_less=True)
+        m.d.sync += [code_q.eq(code_rd.data), uni_q.eq(uni_rd.data)]
+        m2_valid, m2_addr = register(m, [m1_valid, m1_addr], "m2")
+        rd_addr = Signal(range(D))             # the union word read this cycle
+        m.d.comb += uni_rd.addr.eq(rd_addr)
+        rd_addr_r, wr_en_r, wr_addr_r, wr_data_r = register(
+            m, [rd_addr, uni_wr.en, uni_wr.addr, uni_wr.data], "m_rw")
+        byp, byp_data = register(m, [wr_en_r & (wr_addr_r == rd_addr_r), wr_data_r], "byp")
+        uni_now = Signal(N)
+        m.d.comb += uni_now.eq(uni_q | Mux(byp, byp_data, 0))
         marks = Signal(N)
-        m.d.comb += marks.eq(Cat(code_rd.data[j] <= m_exit for j in range(N)))
+        m.d.comb += marks.eq(Cat(code_q[j] <= m_exit for j in range(N)))
         m.d.sync += m1_valid.eq(0)
 
         def read(w):
-            m.d.comb += [code_rd.addr.eq(m_bank * D + w), uni_rd.addr.eq(w)]
+            m.d.comb += [code_rd.addr.eq(m_bank * D + w), rd_addr.eq(w)]
             m.d.sync += [m1_valid.eq(1), m1_addr.eq(w), mw.eq(w + 1)]
 
         def row_end():
@@ -809,8 +825,6 @@ class WicsumThresholdUnit(wiring.Component):
 
             with m.State("MARK"):
                 m.d.comb += x.mark_busy.eq(1)
-                m.d.comb += [uni_wr.addr.eq(m1_addr), uni_wr.data.eq(uni_rd.data | marks),
-                             uni_wr.en.eq(m1_valid)]
                 with m.If(m_left != 0):
                     read(mw)
                     m.d.sync += m_left.eq(m_left - 1)
@@ -818,15 +832,19 @@ class WicsumThresholdUnit(wiring.Component):
                     row_end()
 
             with m.State("E_READ"):
-                m.d.comb += [x.mark_busy.eq(1), uni_rd.addr.eq(e_w)]
+                m.d.comb += [x.mark_busy.eq(1), rd_addr.eq(e_w)]
                 with m.If(e_w >= hwm):
                     m.next = "E_SUM"
                 with m.Else():
-                    m.next = "E_LOAD"
+                    m.next = "E_WAIT"
+
+            with m.State("E_WAIT"):                       # (the read's register)
+                m.d.comb += x.mark_busy.eq(1)
+                m.next = "E_LOAD"
 
             with m.State("E_LOAD"):
                 m.d.comb += x.mark_busy.eq(1)
-                m.d.sync += wbits.eq(uni_rd.data)
+                m.d.sync += wbits.eq(uni_now)
                 m.d.comb += [uni_wr.addr.eq(e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
                 m.next = "E_BITS"
 
@@ -854,6 +872,12 @@ class WicsumThresholdUnit(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.sync += perf.stalled.eq(perf.stalled + 1)
+
+        # the marked word back, two cycles after its read (never in a cycle the states
+        # above write: CLEAR ends before the first read, E_LOAD comes after the last write)
+        with m.If(m2_valid):
+            m.d.comb += [uni_wr.addr.eq(m2_addr), uni_wr.data.eq(uni_now | marks),
+                         uni_wr.en.eq(1)]
 
     def _busy(self, m, x):
         """busy: a cycle in which any stage holds a row (a beat taken, the receive and
