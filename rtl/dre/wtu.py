@@ -264,6 +264,10 @@ class WicsumThresholdUnit(wiring.Component):
         x.mark_t = data.StructLayout({"stored": range(D + 1), "exit": range(P + 1),
                                       "overflow": 1, "head_last": 1})
         x.slot = Array(Signal(x.mark_t, name=f"slot_{b}") for b in range(NB))
+        # ... and what the marker starts a row from, formed as the slot is written: the words
+        # after the first it reads, whether it reads none (a skipped row)
+        x.slot_left = Array(Signal(range(D + 1), name=f"slot_left_{b}") for b in range(NB))
+        x.slot_none = Array(Signal(name=f"slot_none_{b}") for b in range(NB))
         x.slot_full = Signal(NB)
         # banks are taken and freed in order, so the next one is free while fewer than NB
         # are held (a count and its flag, not a bit per bank behind a multiplexer)
@@ -680,9 +684,13 @@ class WicsumThresholdUnit(wiring.Component):
 
         # a new row from the queue: into a free context (the first) and the next code bank
         x.next_bank = next_bank = Signal(range(NB))
-        free = ~Cat(cx.busy for cx in ctx).all()
-        into = [~ctx[c].busy & Cat(ctx[j].busy for j in range(c)).all()
-                for c in range(C)]              # the first free context, one-hot
+        # the first free context (one-hot) and whether there is one, registered from the
+        # contexts' flags less this cycle's exits: a take needs them only when the cycle
+        # before took nothing (``took_r``), and then nothing else set a context's flag
+        left = [cx.busy & ~(cx.decide & cx.d_exits) for cx in ctx]
+        free, into = Signal(), Signal(C)
+        m.d.sync += [free.eq(~Cat(left).all())]
+        m.d.sync += [into[c].eq(~left[c] & Cat(left[:c]).all()) for c in range(C)]
         skip = head.overflow | ~head.any
         held_next = x.banks_held + x.took - x.bank_freed
         m.d.sync += [x.banks_held.eq(held_next), x.bank_ok.eq(held_next != NB)]
@@ -734,7 +742,9 @@ class WicsumThresholdUnit(wiring.Component):
         and the take's logic stays out of the slots' inputs)."""
         for b in range(self.CODE_BANKS):
             with m.If(x.push_valid & (x.push_bank == b)):
-                m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1)]
+                none = x.push.exit == self._pass
+                m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1), x.slot_none[b].eq(none),
+                             x.slot_left[b].eq(Mux(none, 0, x.push.stored - 1))]
 
     # ------------------------------------------------------------------ mark and emit
 
@@ -763,7 +773,7 @@ class WicsumThresholdUnit(wiring.Component):
         # MARK and the row's end work from flip-flops, not through the slots' multiplexer
         m_exit, m_stored = Signal(range(P + 1)), Signal(range(D + 1))
         m_left = Signal(range(D + 1))          # words still to read after this one
-        m_hwm, m_head_last = Signal(), Signal()  # the row raises hwm; it ends its head
+        m_over, m_head_last = Signal(), Signal()  # the row overflowed; it ends its head
         # both memories' reads registered (the block RAMs' own output registers on an FPGA:
         # no enable or reset), so a word read in cycle t is marked and written back in t + 2
         # (m2); a read in the cycle the marker writes the same word (the previous row's last
@@ -792,7 +802,7 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.comb += x.bank_freed.eq(1)
             m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0),
                          m_bank.eq(Mux(m_bank == NB - 1, 0, m_bank + 1))]
-            with m.If(m_hwm):
+            with m.If(~m_over & (m_stored > hwm)):       # (hwm changes only here and at E_SUM)
                 m.d.sync += hwm.eq(m_stored)
             with m.If(m_head_last):
                 m.d.sync += [e_w.eq(0), n_sel.eq(0)]
@@ -812,15 +822,13 @@ class WicsumThresholdUnit(wiring.Component):
                 # the row's fields and its first words are taken whether or not its slot is
                 # full yet (the reads change nothing), so only the state and ``m1_valid``
                 # wait for the slot's flag
-                nothing = cur.exit == P                    # a skipped row: nothing to mark
                 m.d.sync += [m_exit.eq(cur.exit), m_stored.eq(cur.stored),
-                             m_left.eq(Mux(nothing, 0, cur.stored - 1)),
-                             m_hwm.eq(~cur.overflow & (cur.stored > hwm)),
+                             m_left.eq(x.slot_left[m_bank]), m_over.eq(cur.overflow),
                              m_head_last.eq(cur.head_last)]
                 read(0)
                 m.d.sync += m1_valid.eq(0)
                 with m.If(x.slot_full.bit_select(m_bank, 1)):
-                    m.d.sync += m1_valid.eq(~nothing)
+                    m.d.sync += m1_valid.eq(~x.slot_none[m_bank])
                     m.next = "MARK"
 
             with m.State("MARK"):
