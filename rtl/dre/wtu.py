@@ -303,6 +303,7 @@ class WicsumThresholdUnit(wiring.Component):
         x.inflight = inflight = Signal(range(self.ROWS_AHEAD + 1))  # rows begun, not yet walked
         x.release = Signal(range(D + 1))       # words back in the ring this cycle (walk)
         x.releasing = Signal()                 # ... if any
+        x.release_m1 = Signal(signed(ceil_log2(D + 1) + 1))     # ... less one
         x.took = Signal()                      # the walk takes a row this cycle
         x.over = Signal()                      # this row outgrew the memory
         x.th_r = Signal.like(self.th_r)
@@ -328,7 +329,8 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.comb += [fills.eq(none_back & (occupied == D - 1)),
                      stays.eq(none_back & (occupied == D))]
         m.d.sync += [full.eq(Mux(store, fills, stays)),
-                     occupied.eq(occupied + store - x.release),
+                     # (two subtractions from registers, the store selecting between them)
+                     occupied.eq(Mux(store, occupied - x.release_m1, occupied - x.release)),
                      inflight.eq(inflight + (take & first) - x.took)]
         # what travels with the row's last beat: p1_meta, then through the trees' stages
         meta_t = data.StructLayout({"base": range(D), "stored": range(D + 1), "overflow": 1,
@@ -425,17 +427,6 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq(n_min), x.s1.smax.eq(n_max),
                          x.s1.any.eq(n_any), x.s1.meta.eq(p3_meta)]
 
-    def _bounds(self, m, x, acc, r1, smin, name):
-        """The P bounds ``smin + ((acc - d·r1) >> log2 B)``, d = 0..P-1 (comb): a context's
-        next pass's."""
-        sb = self._score_bits
-        out = []
-        for d in range(self._pass):
-            lo = Signal(signed(sb + 2), name=f"{name}_{d}")
-            m.d.comb += lo.eq(smin + ((acc - _times(r1, d)).as_signed() >> x.blog))
-            out.append(lo)
-        return out
-
     def _prepare(self, m, x):
         """s2: the threshold's product and the score range r1; s3: the first pass's bound
         offsets ``(B - 1 - d)·r1``; then the bounds and the row into the walk's queue."""
@@ -498,16 +489,21 @@ class WicsumThresholdUnit(wiring.Component):
                 # cycle after its rem is final: the decision's terms are registered)
                 drain=Signal(self.walk_overhead, name=f"c{c}_drain"),
                 nlo=[Signal(signed(sb + 2), name=f"c{c}_next_lo_{d}") for d in range(P)],
-                acc_next=Signal(signed(sb + 2 + x.blog), name=f"c{c}_acc_next"),
+                # (P + d)·r1 and acc less it (acc_next = off[0]): registers
+                r1x=[Signal(sb + 2 + x.blog, name=f"c{c}_r1x_{d}") for d in range(P)],
+                off=[Signal(signed(sb + 3 + x.blog), name=f"c{c}_off_{d}") for d in range(P)],
                 over=Signal(P, name=f"c{c}_over"), exit=Signal(range(P + 1), name=f"c{c}_exit"),
                 decide=Signal(name=f"c{c}_decide"),
                 # the decision's terms, registered from the final rem (valid when deciding)
                 d_exits=Signal(name=f"c{c}_d_exits"),
                 d_visited=Signal(range(B + 1), name=f"c{c}_d_visited"),
                 d_skipped=Signal(range(B), name=f"c{c}_d_skipped"))
-            m.d.comb += cx.acc_next.eq(cx.row.acc - _times(cx.row.r1, P))
-            m.d.sync += [a.eq(b) for a, b in zip(
-                cx.nlo, self._bounds(m, x, cx.acc_next, cx.row.r1, cx.row.smin, f"c{c}_lo"))]
+            # the next pass's bounds ``smin + ((acc - (P + d)·r1) >> log2 B)``, a carry chain a
+            # stage: they follow a change of the row (its take) or of acc (a pass's decision)
+            # three cycles later, and a context decides at most once in walk_overhead cycles
+            m.d.sync += [a.eq(_times(cx.row.r1, P + d)) for d, a in enumerate(cx.r1x)]
+            m.d.sync += [o.eq(cx.row.acc - a) for o, a in zip(cx.off, cx.r1x)]
+            m.d.sync += [lo.eq(cx.row.smin + (o >> x.blog)) for lo, o in zip(cx.nlo, cx.off)]
             # the exit: the first d whose running sum exceeds th, or bucket 0
             for d in range(P):
                 m.d.comb += cx.over[d].eq((cx.rem[d] < 0) |
@@ -660,7 +656,7 @@ class WicsumThresholdUnit(wiring.Component):
                     m.d.sync += [vis_inc.eq(cx.d_visited), skip_inc.eq(cx.d_skipped),
                                  cx.busy.eq(0)]
                 with m.Else():
-                    m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.acc_next),
+                    m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.off[0]),
                                  cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1)]
                     m.d.sync += [cx.row.lo[d].eq(cx.nlo[d]) for d in range(P)]
                     # the pass's whole sum joins the running sum
@@ -678,9 +674,11 @@ class WicsumThresholdUnit(wiring.Component):
         for b in range(NB):
             pushed = x.push_valid & (x.push_bank == b)
             m.d.comb += pend_n[b].eq((x.rel_pend[b] & ~(rel_r & (rp == b))) | pushed)
+        words_n = Mux(x.push_valid & (x.push_bank == rp_n), x.push.stored, x.slot[rp_n].stored)
+        rel_m1 = Signal(signed(len(rel_words) + 1))            # rel_words - 1
         m.d.sync += [rp.eq(rp_n), x.rel_pend.eq(pend_n), rel_r.eq(pend_n.bit_select(rp_n, 1)),
-                     rel_words.eq(Mux(x.push_valid & (x.push_bank == rp_n), x.push.stored,
-                                      x.slot[rp_n].stored))]
+                     rel_words.eq(words_n), rel_m1.eq(words_n - 1)]
+        m.d.comb += x.release_m1.eq(Mux(rel_r, rel_m1, -1))
 
         # a new row from the queue: into a free context (the first) and the next code bank
         x.next_bank = next_bank = Signal(range(NB))
