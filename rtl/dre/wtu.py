@@ -21,6 +21,14 @@ _lesser = lambda a, b: Mux(a < b, a, b)
 _greater = lambda a, b: Mux(a > b, a, b)
 
 
+def _bank_word(bank, word, D: int):
+    """The code memory's address of ``word`` in ``bank`` (banks of D words): the two side by
+    side when D is a power of two (no adder)."""
+    if D & (D - 1) == 0:
+        return Cat(word[:exact_log2(D)], bank) if D > 1 else bank
+    return bank * D + word
+
+
 def _times(v, c: int):
     """``v · c`` for a constant ``c >= 0`` as shifts and adds (no multiplier cell)."""
     terms = [v << i for i in range(c.bit_length()) if c >> i & 1]
@@ -571,7 +579,8 @@ class WicsumThresholdUnit(wiring.Component):
                                 for j in range(N)], "w3m_mark")
         w3m_bank = Signal(range(NB))
         m.d.comb += w3m_bank.eq(Array(cx.bank for cx in ctx)[w3m_ctx])
-        m.d.comb += [x.code_wr.addr.eq(w3m_bank * D + w3m_word), x.code_wr.en.eq(w3m_valid)]
+        m.d.comb += [x.code_wr.addr.eq(_bank_word(w3m_bank, w3m_word, D)),
+                     x.code_wr.en.eq(w3m_valid)]
         m.d.comb += [x.code_wr.data[j].eq(w3m_mark[j]) for j in range(N)]
         # the pass's P sums: the entries of its top d+1 buckets, the trees one level (an
         # addition) a stage, the last stage's root subtracted from the row's remainders
@@ -792,13 +801,17 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.comb += marks.eq(Cat(code_q[j] <= m_exit for j in range(N)))
         m.d.sync += m1_valid.eq(0)
 
-        def read(w):
-            m.d.comb += [code_rd.addr.eq(m_bank * D + w), rd_addr.eq(w)]
-            m.d.sync += [m1_valid.eq(1), m1_addr.eq(w), mw.eq(w + 1)]
+        # the marker reads word ``mw`` of its bank in every cycle (0 while IDLE: the next
+        # row's first), so the reads' addresses come from registers, not from the state; a
+        # read counts (``m1_valid``) only where the states below say
+        m.d.comb += [code_rd.addr.eq(_bank_word(m_bank, mw, D)), rd_addr.eq(mw)]
+
+        def read():
+            m.d.sync += [m1_valid.eq(1), m1_addr.eq(mw), mw.eq(mw + 1)]
 
         def row_end():
             m.d.comb += x.bank_freed.eq(1)
-            m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0),
+            m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0), mw.eq(0),
                          m_bank.eq(Mux(m_bank == NB - 1, 0, m_bank + 1))]
             with m.If(~m_over & (m_stored > hwm)):       # (hwm changes only here and at E_SUM)
                 m.d.sync += hwm.eq(m_stored)
@@ -823,16 +836,15 @@ class WicsumThresholdUnit(wiring.Component):
                 m.d.sync += [m_exit.eq(cur.exit), m_stored.eq(cur.stored),
                              m_left.eq(x.slot_left[m_bank]), m_over.eq(cur.overflow),
                              m_head_last.eq(cur.head_last)]
-                read(0)
-                m.d.sync += m1_valid.eq(0)
                 with m.If(x.slot_full.bit_select(m_bank, 1)):
+                    read()
                     m.d.sync += m1_valid.eq(~x.slot_none[m_bank])
                     m.next = "MARK"
 
             with m.State("MARK"):
                 m.d.comb += x.mark_busy.eq(1)
                 with m.If(m_left != 0):
-                    read(mw)
+                    read()
                     m.d.sync += m_left.eq(m_left - 1)
                 with m.Else():
                     row_end()
