@@ -276,6 +276,7 @@ class WicsumThresholdUnit(wiring.Component):
         # after the first it reads, whether it reads none (a skipped row)
         x.slot_left = Array(Signal(range(D + 1), name=f"slot_left_{b}") for b in range(NB))
         x.slot_none = Array(Signal(name=f"slot_none_{b}") for b in range(NB))
+        x.slot_m1 = Array(Signal(range(D), name=f"slot_m1_{b}") for b in range(NB))  # stored - 1
         x.slot_full = Signal(NB)
         # banks are taken and freed in order, so the next one is free while fewer than NB
         # are held (a count and its flag, not a bit per bank behind a multiplexer)
@@ -683,10 +684,11 @@ class WicsumThresholdUnit(wiring.Component):
         for b in range(NB):
             pushed = x.push_valid & (x.push_bank == b)
             m.d.comb += pend_n[b].eq((x.rel_pend[b] & ~(rel_r & (rp == b))) | pushed)
-        words_n = Mux(x.push_valid & (x.push_bank == rp_n), x.push.stored, x.slot[rp_n].stored)
-        rel_m1 = Signal(signed(len(rel_words) + 1))            # rel_words - 1
+        bypass = x.push_valid & (x.push_bank == rp_n)          # pushed now, released next
+        rel_m1 = Signal(range(D))                               # rel_words - 1 (>= 1 word)
         m.d.sync += [rp.eq(rp_n), x.rel_pend.eq(pend_n), rel_r.eq(pend_n.bit_select(rp_n, 1)),
-                     rel_words.eq(words_n), rel_m1.eq(words_n - 1)]
+                     rel_words.eq(Mux(bypass, x.push.stored, x.slot[rp_n].stored)),
+                     rel_m1.eq(Mux(bypass, x.push.stored - 1, x.slot_m1[rp_n]))]
         m.d.comb += x.release_m1.eq(Mux(rel_r, rel_m1, -1))
 
         # a new row from the queue: into a free context (the first) and the next code bank
@@ -751,7 +753,8 @@ class WicsumThresholdUnit(wiring.Component):
             with m.If(x.push_valid & (x.push_bank == b)):
                 none = x.push.exit == self._pass
                 m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1), x.slot_none[b].eq(none),
-                             x.slot_left[b].eq(Mux(none, 0, x.push.stored - 1))]
+                             x.slot_left[b].eq(Mux(none, 0, x.push.stored - 1)),
+                             x.slot_m1[b].eq(x.push.stored - 1)]
 
     # ------------------------------------------------------------------ mark and emit
 
