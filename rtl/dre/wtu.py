@@ -286,6 +286,7 @@ class WicsumThresholdUnit(wiring.Component):
         x.rel_pend = Signal(NB)         # a bank's row pushed, its ring words not yet released
         x.push_valid, x.push_bank = Signal(), Signal(range(NB))
         x.push = Signal(x.mark_t)
+        x.push_m1 = Signal(range(D))            # the pushed row's words less one (>= 1 word)
         m.d.sync += x.push_valid.eq(0)          # (a push below sets it for a cycle)
 
     def _wrap(self, ptr, D):
@@ -688,7 +689,7 @@ class WicsumThresholdUnit(wiring.Component):
         rel_m1 = Signal(range(D))                               # rel_words - 1 (>= 1 word)
         m.d.sync += [rp.eq(rp_n), x.rel_pend.eq(pend_n), rel_r.eq(pend_n.bit_select(rp_n, 1)),
                      rel_words.eq(Mux(bypass, x.push.stored, x.slot[rp_n].stored)),
-                     rel_m1.eq(Mux(bypass, x.push.stored - 1, x.slot_m1[rp_n]))]
+                     rel_m1.eq(Mux(bypass, x.push_m1, x.slot_m1[rp_n]))]
         m.d.comb += x.release_m1.eq(Mux(rel_r, rel_m1, -1))
 
         # a new row from the queue: into a free context (the first) and the next code bank
@@ -749,12 +750,13 @@ class WicsumThresholdUnit(wiring.Component):
     def _slots(self, m, x):
         """The push register into its bank's slot (a decoder from flip-flops: the decisions'
         and the take's logic stays out of the slots' inputs)."""
+        m.d.comb += x.push_m1.eq(x.push.stored - 1)
         for b in range(self.CODE_BANKS):
             with m.If(x.push_valid & (x.push_bank == b)):
                 none = x.push.exit == self._pass
                 m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1), x.slot_none[b].eq(none),
-                             x.slot_left[b].eq(Mux(none, 0, x.push.stored - 1)),
-                             x.slot_m1[b].eq(x.push.stored - 1)]
+                             x.slot_left[b].eq(Mux(none, 0, x.push_m1)),
+                             x.slot_m1[b].eq(x.push_m1)]
 
     # ------------------------------------------------------------------ mark and emit
 
