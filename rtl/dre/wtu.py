@@ -105,7 +105,7 @@ class WicsumThresholdUnit(wiring.Component):
             "busy", "stalled")
     WALK_CONTEXTS = 4           # rows walked at once, their passes interleaved
     CODE_BANKS = 7              # rows between the walk and the marker (four walked, three done)
-    ROWS_AHEAD = 4              # rows received (begun) and not yet taken by the walk
+    ROWS_AHEAD = 5              # rows received (begun) and not yet taken by the walk
     PRODUCT_PART = 17           # bits of Σ w·n a multiplier cell takes in th's product
 
     def __init__(self, *, lanes: int, buckets: int, pass_buckets: int, row_entries: int,
@@ -158,9 +158,9 @@ class WicsumThresholdUnit(wiring.Component):
     @property
     def receive_latency(self) -> int:
         """Cycles from a row's last beat to the walk being able to take it: p1, the trees,
-        the row's statistics (s1), its threshold and range (s2), the bounds' offsets (s3)
-        and the walk's queue."""
-        return 6 + self.tree_stages
+        the row's compares (q) and selects (r), its statistics (s1), its threshold and range
+        (s2), the bounds' multiples (s3) and offsets (s4) and the walk's queue."""
+        return 8 + self.tree_stages
 
     @property
     def walk_overhead(self) -> int:
@@ -412,30 +412,48 @@ class WicsumThresholdUnit(wiring.Component):
         p3_valid, p3_first, p3_last, p3_any = flags
         p3_meta = meta
         p3 = {key: v[0] for key, v in vals.items()}
+        # the row's running statistics over two stages, q (compares) and r (selects), so that
+        # no compare and select share a cycle: at q a beat's minimum is compared with the
+        # running minimum and with the beat at r (the one the running minimum is about to
+        # take in), registered; at r the running minimum takes the beat if it is below both
+        # (a row's first beat at r: the running minimum is the previous row's, compare with
+        # the beat alone; no beat at r: the running minimum is up to date, compare with it)
         total = Signal(self.sum_bits)
         smin = Signal(signed(sb), init=x.smax_c)
         smax = Signal(signed(sb), init=x.smin_c)
         any_valid = Signal()
+        r_valid, r_first, r_last, r_any = register(m, [p3_valid, p3_first, p3_last, p3_any],
+                                                   "r_flag")
+        x.stage_valid.append(r_valid)
+        r_meta = Signal(meta_t, name="r_meta")
+        r_sum, r_min, r_max = (Signal.like(p3["sum"], name="r_sum"),
+                               Signal.like(p3["min"], name="r_min"),
+                               Signal.like(p3["max"], name="r_max"))
+        lt_acc, lt_beat, gt_acc, gt_beat = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [r_meta.eq(p3_meta), r_sum.eq(p3["sum"]), r_min.eq(p3["min"]),
+                     r_max.eq(p3["max"]),
+                     lt_acc.eq((p3["min"] < smin) | (r_valid & r_first)),
+                     lt_beat.eq((p3["min"] < r_min) | ~r_valid),
+                     gt_acc.eq((p3["max"] > smax) | (r_valid & r_first)),
+                     gt_beat.eq((p3["max"] > r_max) | ~r_valid)]
         n_total, n_min, n_max, n_any = (Signal.like(total), Signal.like(smin),
                                         Signal.like(smax), Signal())
-        # (a row's first beat selects the beat's own values after the compares, so the
-        # compares and the sum start from the registers, not from a multiplexer of them)
         m.d.comb += [
-            n_total.eq(Mux(p3_first, p3["sum"], total + p3["sum"])),
-            n_min.eq(Mux(p3_first | (p3["min"] < smin), p3["min"], smin)),
-            n_max.eq(Mux(p3_first | (p3["max"] > smax), p3["max"], smax)),
-            n_any.eq(Mux(p3_first, 0, any_valid) | p3_any)]
-        with m.If(p3_valid):
+            n_total.eq(Mux(r_first, r_sum, total + r_sum)),
+            n_min.eq(Mux(r_first | (lt_acc & lt_beat), r_min, smin)),
+            n_max.eq(Mux(r_first | (gt_acc & gt_beat), r_max, smax)),
+            n_any.eq(Mux(r_first, 0, any_valid) | r_any)]
+        with m.If(r_valid):
             m.d.sync += [total.eq(n_total), smin.eq(n_min), smax.eq(n_max),
                          any_valid.eq(n_any)]
         # a finished row's statistics (s1)
         x.s1_valid = Signal()
         x.s1 = SimpleNamespace(total=Signal.like(total), smin=Signal.like(smin),
                                smax=Signal.like(smax), any=Signal(), meta=Signal(meta_t))
-        m.d.sync += x.s1_valid.eq(p3_valid & p3_last)
-        with m.If(p3_valid & p3_last):
+        m.d.sync += x.s1_valid.eq(r_valid & r_last)
+        with m.If(r_valid & r_last):
             m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq(n_min), x.s1.smax.eq(n_max),
-                         x.s1.any.eq(n_any), x.s1.meta.eq(p3_meta)]
+                         x.s1.any.eq(n_any), x.s1.meta.eq(r_meta)]
 
     def _prepare(self, m, x):
         """s2: the threshold's product and the score range r1; s3: the first pass's bound
@@ -457,20 +475,24 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.sync += [t.eq(a * tr) for t, a in zip(th_parts, parts)]
         th_prod = sum((t << (i * self.PRODUCT_PART) for i, t in enumerate(th_parts[1:], 1)),
                       th_parts[0])
-        # s3: ``acc - d·r1`` = ``(B - 1 - d)·r1`` = ``B·r1 - (d + 1)·r1`` (>= 0, as P <= B), a
-        # register each: the first bounds' only carry chain after it is the ``+ smin``
-        s3, rec = Signal(x.row_t, name="s3_row"), Signal(x.row_t)
-        x.s3_valid = Signal()
-        offs = [Signal(sb + 1 + x.blog, name=f"s3_off_{d}") for d in range(P)]
+        # s3: the multiples ``(d + 1)·r1`` (a carry chain at most, registered); s4: ``acc -
+        # d·r1`` = ``(B - 1 - d)·r1`` = ``B·r1 - (d + 1)·r1`` (>= 0, as P <= B), a register
+        # each: the first bounds' only carry chain after it is the ``+ smin``
+        s3, s4, rec = Signal(x.row_t, name="s3_row"), Signal(x.row_t, name="s4_row"), Signal(x.row_t)
+        x.s3_valid, x.s4_valid = Signal(), Signal()
+        mul = [Signal(sb + 1 + x.blog, name=f"s3_mul_{d}") for d in range(P)]
+        offs = [Signal(sb + 1 + x.blog, name=f"s4_off_{d}") for d in range(P)]
         m.d.sync += [x.s3_valid.eq(x.s2_valid), s3.base.eq(s2_meta.base),
                      s3.stored.eq(s2_meta.stored), s3.overflow.eq(s2_meta.overflow),
                      s3.any.eq(s2_any), s3.head_last.eq(s2_meta.head_last),
                      s3.th.eq(th_prod >> self._th_r_frac_bits), s3.smin.eq(s2_smin),
                      s3.r1.eq(r1), s3.hi.eq(s2_smax + 1)]
-        m.d.sync += [o.eq((r1 << x.blog) - _times(r1, d + 1)) for d, o in enumerate(offs)]
-        m.d.comb += [rec.eq(s3), rec.acc.eq(offs[0]), x.fifo.w_data.eq(rec.as_value()),
-                     x.fifo.w_en.eq(x.s3_valid)]
-        m.d.comb += [rec.lo[d].eq(s3.smin + (offs[d] >> x.blog)) for d in range(P)]
+        m.d.sync += [u.eq(_times(r1, d + 1)) for d, u in enumerate(mul)]
+        m.d.sync += [x.s4_valid.eq(x.s3_valid), s4.eq(s3)]
+        m.d.sync += [o.eq((s3.r1 << x.blog) - u) for u, o in zip(mul, offs)]
+        m.d.comb += [rec.eq(s4), rec.acc.eq(offs[0]), x.fifo.w_data.eq(rec.as_value()),
+                     x.fifo.w_en.eq(x.s4_valid)]
+        m.d.comb += [rec.lo[d].eq(s4.smin + (offs[d] >> x.blog)) for d in range(P)]
 
     # ------------------------------------------------------------------ walk
 
@@ -907,6 +929,7 @@ class WicsumThresholdUnit(wiring.Component):
         threshold pipelines, the walk's queue, a pass, a row for the marker, marking or
         emission)."""
         busy = (x.take | Cat(x.stage_valid).any() | x.s1_valid | x.s2_valid | x.s3_valid |
+                x.s4_valid |
                 (x.fifo.level != 0) | x.walk_busy | x.slot_full.any() | x.mark_busy)
         # counted a cycle later, from a register (the stages' flags stay out of the counter)
         busy_r = Signal()
@@ -961,7 +984,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
             else:
                 r_beat += 1
         # a beat in the receive pipeline (take to p3), a row's last one in s1 and s2
-        pipe = 2 + u.tree_stages                    # take, p1, the trees' stages
+        pipe = 3 + u.tree_stages                    # take, p1, the trees' stages, r
         b = (any(t - k in takes for k in range(pipe))
              or any(takes.get(t - k, False) for k in range(pipe, u.receive_latency))
              or any(f[0] <= t for f in fifo) or any(c is not None for c in now)
