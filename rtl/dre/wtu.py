@@ -273,8 +273,10 @@ class WicsumThresholdUnit(wiring.Component):
                                       "overflow": 1, "head_last": 1})
         x.slot = Array(Signal(x.mark_t, name=f"slot_{b}") for b in range(NB))
         # ... and what the marker starts a row from, formed as the slot is written: the words
-        # after the first it reads, whether it reads none (a skipped row)
+        # after the first it reads and whether there are none, whether it reads none (a
+        # skipped row)
         x.slot_left = Array(Signal(range(D + 1), name=f"slot_left_{b}") for b in range(NB))
+        x.slot_one = Array(Signal(name=f"slot_one_{b}") for b in range(NB))
         x.slot_none = Array(Signal(name=f"slot_none_{b}") for b in range(NB))
         x.slot_m1 = Array(Signal(range(D), name=f"slot_m1_{b}") for b in range(NB))  # stored - 1
         x.slot_full = Signal(NB)
@@ -326,8 +328,13 @@ class WicsumThresholdUnit(wiring.Component):
         tail = Signal()
         full = Signal()                        # occupied == D, a flag (below)
         store = Signal()
+        # ``inflight < ROWS_AHEAD`` a flag too, set a cycle ahead: the walk taking a row
+        # always leaves room, a new row's first beat alone may take the last of it
+        room = Signal(init=1)
+        m.d.sync += room.eq(x.took | Mux(take & first, inflight < self.ROWS_AHEAD - 1,
+                                         inflight < self.ROWS_AHEAD))
         m.d.comb += [
-            self.i.ready.eq((~first | (inflight < self.ROWS_AHEAD)) & (~full | tail)),
+            self.i.ready.eq((~first | room) & (~full | tail)),
             take.eq(self.i.valid & self.i.ready),
             store.eq(take & ~tail)]
         # ``full`` (``occupied == D``) is kept as a flag, set a cycle ahead (the released words
@@ -346,6 +353,12 @@ class WicsumThresholdUnit(wiring.Component):
         meta_t = data.StructLayout({"base": range(D), "stored": range(D + 1), "overflow": 1,
                                     "head_last": 1, "th_r": len(self.th_r)})
         p1_meta = Signal(meta_t)
+        # (loaded every cycle: the stages after it read it only with a row's last beat)
+        m.d.sync += [p1_meta.base.eq(Mux(first, wptr, x.base)),
+                     p1_meta.stored.eq(Mux(tail, D, beat + 1)),
+                     p1_meta.overflow.eq(x.over | tail),
+                     p1_meta.head_last.eq(pay.head_last),
+                     p1_meta.th_r.eq(Mux(first, self.th_r, x.th_r))]
         with m.If(store):
             m.d.sync += wptr.eq(self._wrap(wptr, D))
         with m.If(take):
@@ -357,11 +370,6 @@ class WicsumThresholdUnit(wiring.Component):
                 self._raise(m, x, 1)                     # the row is longer than the memory
             with m.If(pay.last):
                 m.d.sync += [beat.eq(0), first.eq(1), tail.eq(0), x.over.eq(0),
-                             p1_meta.base.eq(Mux(first, wptr, x.base)),
-                             p1_meta.stored.eq(Mux(tail, D, beat + 1)),
-                             p1_meta.overflow.eq(x.over | tail),
-                             p1_meta.head_last.eq(pay.head_last),
-                             p1_meta.th_r.eq(Mux(first, self.th_r, x.th_r)),
                              x.row_in_head.eq(Mux(pay.head_last, 0, x.row_in_head + 1)),
                              x.head_no.eq(x.head_no + pay.head_last)]
             with m.Else():
@@ -701,17 +709,28 @@ class WicsumThresholdUnit(wiring.Component):
         # from the next cycle's pointer, pending banks and slots: the ring's occupancy and
         # ``full`` start from registers)
         rp, rel_r, rel_words = Signal(range(NB)), Signal(), Signal(range(D + 1))
+        rp1 = Signal(range(NB), init=1 % NB)                    # the bank after rp
         m.d.comb += [x.releasing.eq(rel_r), x.release.eq(Mux(rel_r, rel_words, 0))]
-        rp_n, pend_n = Signal(range(NB)), Signal(NB)
-        m.d.comb += rp_n.eq(Mux(rel_r, Mux(rp == NB - 1, 0, rp + 1), rp))
+        pend_n = Signal(NB)
+        pushed = [x.push_valid & (x.push_bank == b) for b in range(NB)]
         for b in range(NB):
-            pushed = x.push_valid & (x.push_bank == b)
-            m.d.comb += pend_n[b].eq((x.rel_pend[b] & ~(rel_r & (rp == b))) | pushed)
-        bypass = x.push_valid & (x.push_bank == rp_n)          # pushed now, released next
+            m.d.comb += pend_n[b].eq((x.rel_pend[b] & ~(rel_r & (rp == b))) | pushed[b])
+
+        def at(b):
+            """bank ``b``'s row: pending, its words and its words less one (pushed now:
+            from the push register)"""
+            now = x.push_valid & (x.push_bank == b)
+            return (x.rel_pend.bit_select(b, 1) | now, Mux(now, x.push.stored, x.slot[b].stored),
+                    Mux(now, x.push_m1, x.slot_m1[b]))
+        # the next pointer is rp1 if rp releases now, else rp: both banks' fields are formed
+        # and ``rel_r`` selects between them last (rp1's pending flag is not cleared now)
+        stay, move = at(rp), at(rp1)
         rel_m1 = Signal(range(D))                               # rel_words - 1 (>= 1 word)
-        m.d.sync += [rp.eq(rp_n), x.rel_pend.eq(pend_n), rel_r.eq(pend_n.bit_select(rp_n, 1)),
-                     rel_words.eq(Mux(bypass, x.push.stored, x.slot[rp_n].stored)),
-                     rel_m1.eq(Mux(bypass, x.push_m1, x.slot_m1[rp_n]))]
+        m.d.sync += [rp.eq(Mux(rel_r, rp1, rp)),
+                     rp1.eq(Mux(rel_r, Mux(rp1 == NB - 1, 0, rp1 + 1), rp1)),
+                     x.rel_pend.eq(pend_n), rel_r.eq(Mux(rel_r, move[0], stay[0])),
+                     rel_words.eq(Mux(rel_r, move[1], stay[1])),
+                     rel_m1.eq(Mux(rel_r, move[2], stay[2]))]
         m.d.comb += x.release_m1.eq(Mux(rel_r, rel_m1, -1))
 
         # a new row from the queue: into a free context (the first) and the next code bank
@@ -778,6 +797,7 @@ class WicsumThresholdUnit(wiring.Component):
                 none = x.push.exit == self._pass
                 m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1), x.slot_none[b].eq(none),
                              x.slot_left[b].eq(Mux(none, 0, x.push_m1)),
+                             x.slot_one[b].eq(none | (x.push.stored == 1)),
                              x.slot_m1[b].eq(x.push_m1)]
 
     # ------------------------------------------------------------------ mark and emit
@@ -790,7 +810,20 @@ class WicsumThresholdUnit(wiring.Component):
         uni_wr, uni_rd, code_rd = x.uni_wr, x.uni_rd, x.code_rd
         NB = self.CODE_BANKS
         m_bank = Signal(range(NB))
+        m_bank1 = Signal(range(NB), init=1 % NB)               # the bank after m_bank
         cur = x.slot[m_bank]
+        # whether m_bank's slot holds a row and whether that row marks nothing, as flags
+        # formed a cycle ahead (for m_bank, or for m_bank1 when a row ends: ``ending``) from
+        # the slots and the push register, so the marker's state decode starts from them
+        cur_full, cur_none, ending = Signal(), Signal(), Signal()
+
+        def slot_next(b):
+            now = x.push_valid & (x.push_bank == b)
+            return (x.slot_full.bit_select(b, 1) | now,
+                    Mux(now, x.push.exit == P, x.slot_none[b]))
+        stay, move = slot_next(m_bank), slot_next(m_bank1)
+        m.d.sync += [cur_full.eq(Mux(ending, move[0], stay[0])),
+                     cur_none.eq(Mux(ending, move[1], stay[1]))]
         mw = Signal(range(D + 1))
         m1_valid, m1_addr = Signal(), Signal(range(D))
         clr = Signal(range(D + 1))
@@ -807,6 +840,7 @@ class WicsumThresholdUnit(wiring.Component):
         # MARK and the row's end work from flip-flops, not through the slots' multiplexer
         m_exit, m_stored = Signal(range(P + 1)), Signal(range(D + 1))
         m_left = Signal(range(D + 1))          # words still to read after this one
+        m_one = Signal()                       # ... none (a flag beside the count)
         m_over, m_head_last = Signal(), Signal()  # the row overflowed; it ends its head
         # both memories' reads registered (the block RAMs' own output registers on an FPGA:
         # no enable or reset), so a word read in cycle t is marked and written back in t + 2
@@ -837,9 +871,9 @@ class WicsumThresholdUnit(wiring.Component):
             m.d.sync += [m1_valid.eq(1), m1_addr.eq(mw), mw.eq(mw + 1)]
 
         def row_end():
-            m.d.comb += x.bank_freed.eq(1)
-            m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0), mw.eq(0),
-                         m_bank.eq(Mux(m_bank == NB - 1, 0, m_bank + 1))]
+            m.d.comb += [x.bank_freed.eq(1), ending.eq(1)]
+            m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0), mw.eq(0), m_bank.eq(m_bank1),
+                         m_bank1.eq(Mux(m_bank1 == NB - 1, 0, m_bank1 + 1))]
             with m.If(~m_over & (m_stored > hwm)):       # (hwm changes only here and at E_SUM)
                 m.d.sync += hwm.eq(m_stored)
             with m.If(m_head_last):
@@ -861,18 +895,19 @@ class WicsumThresholdUnit(wiring.Component):
                 # full yet (the reads change nothing), so only the state and ``m1_valid``
                 # wait for the slot's flag
                 m.d.sync += [m_exit.eq(cur.exit), m_stored.eq(cur.stored),
-                             m_left.eq(x.slot_left[m_bank]), m_over.eq(cur.overflow),
+                             m_left.eq(x.slot_left[m_bank]), m_one.eq(x.slot_one[m_bank]),
+                             m_over.eq(cur.overflow),
                              m_head_last.eq(cur.head_last)]
-                with m.If(x.slot_full.bit_select(m_bank, 1)):
+                with m.If(cur_full):
                     read()
-                    m.d.sync += m1_valid.eq(~x.slot_none[m_bank])
+                    m.d.sync += m1_valid.eq(~cur_none)
                     m.next = "MARK"
 
             with m.State("MARK"):
                 m.d.comb += x.mark_busy.eq(1)
-                with m.If(m_left != 0):
+                with m.If(~m_one):
                     read()
-                    m.d.sync += m_left.eq(m_left - 1)
+                    m.d.sync += [m_left.eq(m_left - 1), m_one.eq(m_left == 1)]
                 with m.Else():
                     row_end()
 
