@@ -261,10 +261,14 @@ class WicsumThresholdUnit(wiring.Component):
             "base": range(D), "stored": range(D + 1), "overflow": 1, "any": 1,
             "head_last": 1, "th": self.sum_bits, "smin": signed(sb), "r1": sb + 1,
             "acc": sb + 1 + x.blog, "lo": data.ArrayLayout(bound, P), "hi": bound})
-        # (buffered: the walk takes its rows from flip-flops, not through the queue's read;
-        # as deep as the rows the receive lets in before the walk takes them)
-        m.submodules.rows = x.fifo = fifo.SyncFIFOBuffered(
+        # the queue in two: the rows unbuffered (the contexts load the head through the
+        # memory's read, from its read pointer: a buffered queue's wide output register took
+        # its enable from the walk's take) and beside them, buffered, the two flags the take
+        # decides on (from flip-flops; a cycle later than the rows', which are then there
+        # too); as deep as the rows the receive lets in before the walk takes them
+        m.submodules.rows = x.fifo = fifo.SyncFIFO(
             width=data.Layout.cast(x.row_t).size, depth=self.ROWS_AHEAD)
+        m.submodules.row_flags = x.flags = fifo.SyncFIFOBuffered(width=2, depth=self.ROWS_AHEAD)
         x.head = data.View(x.row_t, x.fifo.r_data)
         # the walk's hand-off to the marker, one slot per code bank; a bank is used from the
         # walk taking its row to the marker finishing it
@@ -499,7 +503,9 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.sync += [x.s4_valid.eq(x.s3_valid), s4.eq(s3)]
         m.d.sync += [o.eq((s3.r1 << x.blog) - u) for u, o in zip(mul, offs)]
         m.d.comb += [rec.eq(s4), rec.acc.eq(offs[0]), x.fifo.w_data.eq(rec.as_value()),
-                     x.fifo.w_en.eq(x.s4_valid)]
+                     x.fifo.w_en.eq(x.s4_valid),
+                     x.flags.w_data.eq(Cat(s4.overflow, s4.overflow | ~s4.any)),
+                     x.flags.w_en.eq(x.s4_valid)]
         m.d.comb += [rec.lo[d].eq(s4.smin + (offs[d] >> x.blog)) for d in range(P)]
 
     # ------------------------------------------------------------------ walk
@@ -742,7 +748,7 @@ class WicsumThresholdUnit(wiring.Component):
         free, into = Signal(), Signal(C)
         m.d.sync += [free.eq(~Cat(left).all())]
         m.d.sync += [into[c].eq(~left[c] & Cat(left[:c]).all()) for c in range(C)]
-        skip = head.overflow | ~head.any
+        refused, skip = x.flags.r_data            # the head's overflow, and whether it skips
         held_next = x.banks_held + x.took - x.bank_freed
         m.d.sync += [x.banks_held.eq(held_next), x.bank_ok.eq(held_next != NB)]
         bank_ok = x.bank_ok
@@ -751,12 +757,12 @@ class WicsumThresholdUnit(wiring.Component):
         # in that cycle
         took_r = Signal()
         m.d.sync += took_r.eq(x.took)
-        m.d.comb += x.fifo.r_en.eq(took_r)
-        with m.If(x.fifo.r_rdy & ~took_r & bank_ok & Mux(skip, ~deciding_r, free)):
+        m.d.comb += [x.fifo.r_en.eq(took_r), x.flags.r_en.eq(took_r)]
+        with m.If(x.flags.r_rdy & ~took_r & bank_ok & Mux(skip, ~deciding_r, free)):
             m.d.comb += x.took.eq(1)
             m.d.sync += [next_bank.eq(Mux(next_bank == NB - 1, 0, next_bank + 1))]
             with m.If(skip):
-                with m.If(head.overflow):
+                with m.If(refused):
                     m.d.comb += refused_inc.eq(1)
                 self._push(m, x, next_bank, head, P)
                 m.d.comb += rows_inc.eq(1)
@@ -965,7 +971,7 @@ class WicsumThresholdUnit(wiring.Component):
         emission)."""
         busy = (x.take | Cat(x.stage_valid).any() | x.s1_valid | x.s2_valid | x.s3_valid |
                 x.s4_valid |
-                (x.fifo.level != 0) | x.walk_busy | x.slot_full.any() | x.mark_busy)
+                (x.flags.level != 0) | x.walk_busy | x.slot_full.any() | x.mark_busy)
         # counted a cycle later, from a register (the stages' flags stay out of the counter)
         busy_r = Signal()
         m.d.sync += [busy_r.eq(busy), self.perf.busy.eq(self.perf.busy + busy_r)]
