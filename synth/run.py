@@ -70,8 +70,11 @@ BRAM_OUTREG: set[str] = {"hcu", "wtu"}
 # (session 18) and routes with the reset on the global (docs/hcu.md, session 21); the
 # attention engine, which never finished routing with its 15 076-load reset in the fabric and
 # routes with it on the global (12 minutes of routing in session 22, 19 in session 23); its
-# array (routed in 95 s at 94.22 MHz with it, session 23)
-GLOBAL_RESET: set[str] = {"kvmu", "hcu", "attn", "attn_array"}
+# array (routed in 95 s at 94.22 MHz with it, session 23); the WTU, whose router left
+# hundreds of connections unrouted after 20-30 minutes on most seeds of sessions 35-37 with
+# its 10 484-load reset in the fabric and routes in about 2.5 minutes with it on the global
+# (session 37, docs/wtu.md)
+GLOBAL_RESET: set[str] = {"kvmu", "hcu", "wtu", "attn", "attn_array"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")

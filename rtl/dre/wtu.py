@@ -243,12 +243,14 @@ class WicsumThresholdUnit(wiring.Component):
         store_t = data.StructLayout({"score": signed(sb), "prod": x.prod_bits, "nz": 1})
         # No read of the row or the code memory is of a word written in the same cycle (the
         # walk reads only received rows' words, the receive writes only free ones; the marker
-        # reads a bank the walk has finished writing): ``no_rw_check`` lets Yosys leave out
-        # the read-during-write multiplexers after their block RAMs
+        # reads a bank the walk has finished writing), and the marker's read of the union
+        # word it writes in the same cycle is replaced by the written word (``byp`` in
+        # _mark), whatever the block RAM returns: ``no_rw_check`` lets Yosys leave out the
+        # read-during-write multiplexers after the block RAMs
         norw = {"no_rw_check": 1}
         m.submodules.rowmem = rowmem = memory.Memory(
             shape=data.ArrayLayout(store_t, N), depth=D, init=[], attrs=norw)
-        m.submodules.unimem = unimem = memory.Memory(shape=N, depth=D, init=[])
+        m.submodules.unimem = unimem = memory.Memory(shape=N, depth=D, init=[], attrs=norw)
         m.submodules.codemem = codemem = memory.Memory(
             shape=data.ArrayLayout(self.code_bits, N), depth=self.CODE_BANKS * D, init=[],
             attrs=norw)
@@ -851,8 +853,9 @@ class WicsumThresholdUnit(wiring.Component):
         # both memories' reads registered (the block RAMs' own output registers on an FPGA:
         # no enable or reset), so a word read in cycle t is marked and written back in t + 2
         # (m2); a read in the cycle the marker writes the same word (the previous row's last
-        # one, or the emission's first read after a head's last row) misses that write, which
-        # is ORed in from ``byp``: ``uni_now`` is the word as of the read
+        # one, or the emission's first read after a head's last row) takes the written word
+        # instead (``byp``; what the block RAM returns then does not matter): ``uni_now`` is
+        # the word as of the read
         code_q = Signal.like(code_rd.data, name="code_q", reset_less=True)
         uni_q = Signal.like(uni_rd.data, name="uni_q", reset_less=True)
         m.d.sync += [code_q.eq(code_rd.data), uni_q.eq(uni_rd.data)]
@@ -863,7 +866,7 @@ class WicsumThresholdUnit(wiring.Component):
             m, [rd_addr, uni_wr.en, uni_wr.addr, uni_wr.data], "m_rw")
         byp, byp_data = register(m, [wr_en_r & (wr_addr_r == rd_addr_r), wr_data_r], "byp")
         uni_now = Signal(N)
-        m.d.comb += uni_now.eq(uni_q | Mux(byp, byp_data, 0))
+        m.d.comb += uni_now.eq(Mux(byp, byp_data, uni_q))
         marks = Signal(N)
         m.d.comb += marks.eq(Cat(code_q[j] <= m_exit for j in range(N)))
         m.d.sync += m1_valid.eq(0)
