@@ -300,6 +300,10 @@ class WicsumThresholdUnit(wiring.Component):
     def _wrap(self, ptr, D):
         return Mux(ptr == D - 1, 0, ptr + 1)
 
+    def _pushing(self, x, bank):
+        """The push register holds a row for ``bank`` (in its slot the next cycle)."""
+        return x.push_valid & (x.push_bank == bank)
+
     # ------------------------------------------------------------------ receive
 
     def _raise(self, m, x, code):
@@ -311,7 +315,7 @@ class WicsumThresholdUnit(wiring.Component):
 
     def _receive(self, m, x):
         """Store the row in the ring; min, max and Σ w·n through a split lane tree (p1, p2)
-        and the beat's registered results (p3)."""
+        and the beat's registered results (p3), then the row's running values (q, r)."""
         N, D, sb = self._lanes, x.D, self._score_bits
         perf, pay = self.perf, self.i.payload
         x.beat = beat = Signal(range(D + 2))   # beats of this row taken (saturates at D+1)
@@ -492,7 +496,8 @@ class WicsumThresholdUnit(wiring.Component):
         # s3: the multiples ``(d + 1)·r1`` (a carry chain at most, registered); s4: ``acc -
         # d·r1`` = ``(B - 1 - d)·r1`` = ``B·r1 - (d + 1)·r1`` (>= 0, as P <= B), a register
         # each: the first bounds' only carry chain after it is the ``+ smin``
-        s3, s4, rec = Signal(x.row_t, name="s3_row"), Signal(x.row_t, name="s4_row"), Signal(x.row_t)
+        s3, s4 = Signal(x.row_t, name="s3_row"), Signal(x.row_t, name="s4_row")
+        rec = Signal(x.row_t)
         x.s3_valid, x.s4_valid = Signal(), Signal()
         mul = [Signal(sb + 1 + x.blog, name=f"s3_mul_{d}") for d in range(P)]
         offs = [Signal(sb + 1 + x.blog, name=f"s4_off_{d}") for d in range(P)]
@@ -720,14 +725,14 @@ class WicsumThresholdUnit(wiring.Component):
         rp1 = Signal(range(NB), init=1 % NB)                    # the bank after rp
         m.d.comb += [x.releasing.eq(rel_r), x.release.eq(Mux(rel_r, rel_words, 0))]
         pend_n = Signal(NB)
-        pushed = [x.push_valid & (x.push_bank == b) for b in range(NB)]
         for b in range(NB):
-            m.d.comb += pend_n[b].eq((x.rel_pend[b] & ~(rel_r & (rp == b))) | pushed[b])
+            m.d.comb += pend_n[b].eq((x.rel_pend[b] & ~(rel_r & (rp == b))) |
+                                     self._pushing(x, b))
 
         def at(b):
             """bank ``b``'s row: pending, its words and its words less one (pushed now:
             from the push register)"""
-            now = x.push_valid & (x.push_bank == b)
+            now = self._pushing(x, b)
             return (x.rel_pend.bit_select(b, 1) | now, Mux(now, x.push.stored, x.slot[b].stored),
                     Mux(now, x.push_m1, x.slot_m1[b]))
         # the next pointer is rp1 if rp releases now, else rp: both banks' fields are formed
@@ -735,7 +740,7 @@ class WicsumThresholdUnit(wiring.Component):
         stay, move = at(rp), at(rp1)
         rel_m1 = Signal(range(D))                               # rel_words - 1 (>= 1 word)
         m.d.sync += [rp.eq(Mux(rel_r, rp1, rp)),
-                     rp1.eq(Mux(rel_r, Mux(rp1 == NB - 1, 0, rp1 + 1), rp1)),
+                     rp1.eq(Mux(rel_r, self._wrap(rp1, NB), rp1)),
                      x.rel_pend.eq(pend_n), rel_r.eq(Mux(rel_r, move[0], stay[0])),
                      rel_words.eq(Mux(rel_r, move[1], stay[1])),
                      rel_m1.eq(Mux(rel_r, move[2], stay[2]))]
@@ -762,7 +767,7 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.comb += [x.fifo.r_en.eq(took_r), x.flags.r_en.eq(took_r)]
         with m.If(x.flags.r_rdy & ~took_r & bank_ok & Mux(skip, ~deciding_r, free)):
             m.d.comb += x.took.eq(1)
-            m.d.sync += [next_bank.eq(Mux(next_bank == NB - 1, 0, next_bank + 1))]
+            m.d.sync += [next_bank.eq(self._wrap(next_bank, NB))]
             with m.If(skip):
                 with m.If(refused):
                     m.d.comb += refused_inc.eq(1)
@@ -801,7 +806,7 @@ class WicsumThresholdUnit(wiring.Component):
         and the take's logic stays out of the slots' inputs)."""
         m.d.comb += x.push_m1.eq(x.push.stored - 1)
         for b in range(self.CODE_BANKS):
-            with m.If(x.push_valid & (x.push_bank == b)):
+            with m.If(self._pushing(x, b)):
                 none = x.push.exit == self._pass
                 m.d.sync += [x.slot[b].eq(x.push), x.slot_full[b].eq(1), x.slot_none[b].eq(none),
                              x.slot_left[b].eq(Mux(none, 0, x.push_m1)),
@@ -826,7 +831,7 @@ class WicsumThresholdUnit(wiring.Component):
         cur_full, cur_none, ending = Signal(), Signal(), Signal()
 
         def slot_next(b):
-            now = x.push_valid & (x.push_bank == b)
+            now = self._pushing(x, b)
             return (x.slot_full.bit_select(b, 1) | now,
                     Mux(now, x.push.exit == P, x.slot_none[b]))
         stay, move = slot_next(m_bank), slot_next(m_bank1)
@@ -882,7 +887,7 @@ class WicsumThresholdUnit(wiring.Component):
         def row_end():
             m.d.comb += [x.bank_freed.eq(1), ending.eq(1)]
             m.d.sync += [x.slot_full.bit_select(m_bank, 1).eq(0), mw.eq(0), m_bank.eq(m_bank1),
-                         m_bank1.eq(Mux(m_bank1 == NB - 1, 0, m_bank1 + 1))]
+                         m_bank1.eq(self._wrap(m_bank1, NB))]
             with m.If(~m_over & (m_stored > hwm)):       # (hwm changes only here and at E_SUM)
                 m.d.sync += hwm.eq(m_stored)
             with m.If(m_head_last):
@@ -1027,7 +1032,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
                 r_row, r_beat = r_row + 1, 0
             else:
                 r_beat += 1
-        # a beat in the receive pipeline (take to p3), a row's last one in s1 and s2
+        # a beat in the receive pipeline (take to r), a row's last one in s1 to s4
         pipe = 3 + u.tree_stages                    # take, p1, the trees' stages, r
         b = (any(t - k in takes for k in range(pipe))
              or any(takes.get(t - k, False) for k in range(pipe, u.receive_latency))
