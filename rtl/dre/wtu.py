@@ -406,13 +406,16 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.sync += p1_any.eq(pay.valid.any())
         for j in range(N):
             e, v = pay.entry[j], pay.valid[j]
-            m.d.sync += [p1_w[j].eq(Mux(v, e.weight, 0)), p1_n[j].eq(e.count),
+            m.d.sync += [p1_w[j].eq(Mux(v, e.weight, 0)), p1_n[j].eq(Mux(v, e.count, 0)),
                          p1_lo[j].eq(Mux(v, e.score.as_unsigned() ^ bias, top)),
                          p1_hi[j].eq(Mux(v, e.score.as_unsigned() ^ bias, 0)),
                          p1_nz[j].eq(v & (e.count != 0))]
         # the lanes' products ``w·n`` a stage of their own (p2: between registers, a
         # multiplier's own delay and its routes; an invalid lane's weight is 0), the minimum's
-        # and maximum's trees' first level beside them
+        # and maximum's trees' first level beside them. (The count goes through the valid's
+        # multiplexer too: a register that only copies an input may be merged by synthesis
+        # with the register that drives that input, as with the flow's pin wrapper's chain,
+        # and then it is no longer the multiplier's alone.)
         p2_prod = register(m, [w * n for w, n in zip(p1_w, p1_n)], "p2_prod")
         # the beat into the ring from p2's registers, two cycles after its take (the walk
         # reads a row's words only after its statistics, many cycles later): the ring holds
