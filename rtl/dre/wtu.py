@@ -417,17 +417,22 @@ class WicsumThresholdUnit(wiring.Component):
         # with the register that drives that input, as with the flow's pin wrapper's chain,
         # and then it is no longer the multiplier's alone.)
         p2_prod = register(m, [w * n for w, n in zip(p1_w, p1_n)], "p2_prod")
-        # the beat into the ring from p2's registers, two cycles after its take (the walk
-        # reads a row's words only after its statistics, many cycles later): the ring holds
-        # ``w·n`` and an invalid lane's entry is 0 with ``nz`` = 0, which neither sums nor
-        # marks (its score, smax here, does not matter)
-        p2_store, p2_addr = register(m, register(m, [store, wptr], "p1_ring"), "p2_ring")
-        p2_lo = register(m, [(lo ^ bias).as_signed() for lo in p1_lo], "p2_score")
-        p2_nz = register(m, [p1_nz], "p2_nz")[0]
-        m.d.comb += [x.row_wr.addr.eq(p2_addr), x.row_wr.en.eq(p2_store)]
+        # the beat into the ring three cycles after its take (the walk reads a row's words
+        # only after its statistics, many cycles later), from copies of p2's registers: the
+        # products' registers load the sums' trees and these copies, not the block RAMs' far
+        # inputs beside the multipliers. The ring holds ``w·n`` and an invalid lane's entry
+        # is 0 with ``nz`` = 0, which neither sums nor marks (its score does not matter)
+        ring_store, ring_addr = register(m, register(m, register(m, [store, wptr], "p1_ring"),
+                                                     "p2_ring"), "ring")
+        ring_score = register(m, register(m, [(lo ^ bias).as_signed() for lo in p1_lo],
+                                          "p2_score"), "ring_score")
+        ring_nz = register(m, register(m, [p1_nz], "p2_nz"), "ring_nz")[0]
+        ring_prod = register(m, p2_prod, "ring_prod")
+        m.d.comb += [x.row_wr.addr.eq(ring_addr), x.row_wr.en.eq(ring_store)]
         for j in range(N):
-            m.d.comb += [x.row_wr.data[j].score.eq(p2_lo[j]), x.row_wr.data[j].prod.eq(p2_prod[j]),
-                         x.row_wr.data[j].nz.eq(p2_nz[j])]
+            m.d.comb += [x.row_wr.data[j].score.eq(ring_score[j]),
+                         x.row_wr.data[j].prod.eq(ring_prod[j]),
+                         x.row_wr.data[j].nz.eq(ring_nz[j])]
         vals = {"min": p1_lo, "max": p1_hi}
         ops = {"sum": _add, "min": _lesser, "max": _greater}
         flags, meta = (p1_valid, p1_first, p1_last, p1_any), p1_meta
