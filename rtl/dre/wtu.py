@@ -151,16 +151,17 @@ class WicsumThresholdUnit(wiring.Component):
 
     @property
     def tree_stages(self) -> int:
-        """Registered stages of the receive's lane trees after the lanes' own (p1): one a
+        """Registered stages of the receive's lane trees after the lanes' products (p2): one a
         level of the ``lanes``-wide trees, at least two."""
         return max(2, exact_log2(self._lanes))
 
     @property
     def receive_latency(self) -> int:
-        """Cycles from a row's last beat to the walk being able to take it: p1, the trees,
+        """Cycles from a row's last beat to the walk being able to take it: p1, the lanes'
+        products (p2, the minimum's and maximum's trees' first level beside them), the trees,
         the row's compares (q) and selects (r), its statistics (s1), its threshold and range
         (s2), the bounds' multiples (s3) and offsets (s4) and the walk's queue."""
-        return 8 + self.tree_stages
+        return 9 + self.tree_stages
 
     @property
     def walk_overhead(self) -> int:
@@ -237,7 +238,6 @@ class WicsumThresholdUnit(wiring.Component):
         x.blog = exact_log2(self._buckets)
         sb = self._score_bits
         x.prod_bits = self._weight_bits + self._count_bits
-        x.smax_c, x.smin_c = (1 << (sb - 1)) - 1, -(1 << (sb - 1))
         # a ring entry: the score, ``w·n`` (0 for an invalid lane) and ``n > 0`` of a valid
         # lane (as wide as score, weight, count and valid were)
         store_t = data.StructLayout({"score": signed(sb), "prod": x.prod_bits, "nz": 1})
@@ -387,13 +387,18 @@ class WicsumThresholdUnit(wiring.Component):
                              tail.eq(beat >= D - 1)]
                 with m.If(tail):
                     m.d.sync += x.over.eq(1)
-        # the lane pipeline: p1 (per lane), then the beat's trees one level a stage (a
-        # compare-and-select or an addition of the lanes' values, registered), ``tree_stages``
-        # stages to p3, the beat's sum, minimum and maximum
+        # the lane pipeline: p1 (per lane), p2 (the lanes' products), then the beat's trees
+        # one level a stage (a compare-and-select or an addition of the lanes' values,
+        # registered), ``tree_stages`` stages to p3, the beat's sum, minimum and maximum
         p1_valid, p1_first, p1_last, p1_any = Signal(), Signal(), Signal(), Signal()
-        p1_prod = [Signal(x.prod_bits, name=f"p1_prod_{j}") for j in range(N)]
-        p1_lo = [Signal(signed(sb), name=f"p1_lo_{j}") for j in range(N)]
-        p1_hi = [Signal(signed(sb), name=f"p1_hi_{j}") for j in range(N)]
+        p1_w = [Signal(self._weight_bits, name=f"p1_w_{j}") for j in range(N)]
+        p1_n = [Signal(self._count_bits, name=f"p1_n_{j}") for j in range(N)]
+        # the scores offset by half their range (the sign bit flipped) for the minimum's and
+        # maximum's trees and running values: unsigned compares, each its carry chain's carry
+        # alone (a signed compare adds the sign's logic after it), flipped back at s1
+        bias, top = 1 << (sb - 1), (1 << sb) - 1
+        p1_lo = [Signal(sb, name=f"p1_lo_{j}") for j in range(N)]
+        p1_hi = [Signal(sb, name=f"p1_hi_{j}") for j in range(N)]
         p1_nz = Signal(N)
         m.d.sync += [p1_valid.eq(take), p1_first.eq(first), p1_last.eq(pay.last)]
         # the lanes' registers load every cycle (``p1_valid`` says which beats count): no
@@ -401,27 +406,43 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.sync += p1_any.eq(pay.valid.any())
         for j in range(N):
             e, v = pay.entry[j], pay.valid[j]
-            m.d.sync += [p1_prod[j].eq(Mux(v, e.weight * e.count, 0)),
-                         p1_lo[j].eq(Mux(v, e.score, x.smax_c)),
-                         p1_hi[j].eq(Mux(v, e.score, x.smin_c)),
+            m.d.sync += [p1_w[j].eq(Mux(v, e.weight, 0)), p1_n[j].eq(Mux(v, e.count, 0)),
+                         p1_lo[j].eq(Mux(v, e.score.as_unsigned() ^ bias, top)),
+                         p1_hi[j].eq(Mux(v, e.score.as_unsigned() ^ bias, 0)),
                          p1_nz[j].eq(v & (e.count != 0))]
-        # the beat into the ring from p1's registers, a cycle after its take (the walk reads
-        # a row's words only after its statistics, many cycles later): the ring holds ``w·n``
-        # (p1's product) and an invalid lane's entry is 0 with ``nz`` = 0, which neither sums
-        # nor marks (its score, smax here, does not matter)
-        p1_store, p1_addr = register(m, [store, wptr], "p1_ring")
-        m.d.comb += [x.row_wr.addr.eq(p1_addr), x.row_wr.en.eq(p1_store)]
+        # the lanes' products ``w·n`` a stage of their own (p2: between registers, a
+        # multiplier's own delay and its routes; an invalid lane's weight is 0), the minimum's
+        # and maximum's trees' first level beside them. (The count goes through the valid's
+        # multiplexer too: a register that only copies an input may be merged by synthesis
+        # with the register that drives that input, as with the flow's pin wrapper's chain,
+        # and then it is no longer the multiplier's alone.)
+        p2_prod = register(m, [w * n for w, n in zip(p1_w, p1_n)], "p2_prod")
+        # the beat into the ring three cycles after its take (the walk reads a row's words
+        # only after its statistics, many cycles later), from copies of p2's registers: the
+        # products' registers load the sums' trees and these copies, not the block RAMs' far
+        # inputs beside the multipliers. The ring holds ``w·n`` and an invalid lane's entry
+        # is 0 with ``nz`` = 0, which neither sums nor marks (its score does not matter)
+        ring_store, ring_addr = register(m, register(m, register(m, [store, wptr], "p1_ring"),
+                                                     "p2_ring"), "ring")
+        ring_score = register(m, register(m, [(lo ^ bias).as_signed() for lo in p1_lo],
+                                          "p2_score"), "ring_score")
+        ring_nz = register(m, register(m, [p1_nz], "p2_nz"), "ring_nz")[0]
+        ring_prod = register(m, p2_prod, "ring_prod")
+        m.d.comb += [x.row_wr.addr.eq(ring_addr), x.row_wr.en.eq(ring_store)]
         for j in range(N):
-            m.d.comb += [x.row_wr.data[j].score.eq(p1_lo[j]), x.row_wr.data[j].prod.eq(p1_prod[j]),
-                         x.row_wr.data[j].nz.eq(p1_nz[j])]
-        vals = {"sum": p1_prod, "min": p1_lo, "max": p1_hi}
+            m.d.comb += [x.row_wr.data[j].score.eq(ring_score[j]),
+                         x.row_wr.data[j].prod.eq(ring_prod[j]),
+                         x.row_wr.data[j].nz.eq(ring_nz[j])]
+        vals = {"min": p1_lo, "max": p1_hi}
         ops = {"sum": _add, "min": _lesser, "max": _greater}
         flags, meta = (p1_valid, p1_first, p1_last, p1_any), p1_meta
         x.stage_valid = [p1_valid]
-        for st in range(2, 2 + self.tree_stages):
-            name = "p3" if st == 1 + self.tree_stages else f"p{st}"
+        for st in range(2, 3 + self.tree_stages):
+            name = "p3" if st == 2 + self.tree_stages else f"p{st}"
             for key in vals:
                 vals[key] = tree_stage(m, vals[key], ops[key], f"{name}_{key}")
+            if st == 2:
+                vals["sum"] = p2_prod
             flags = register(m, flags, f"{name}_flag")
             meta_r = Signal(meta_t, name=f"{name}_meta")
             m.d.sync += meta_r.eq(meta)
@@ -437,8 +458,8 @@ class WicsumThresholdUnit(wiring.Component):
         # (a row's first beat at r: the running minimum is the previous row's, compare with
         # the beat alone; no beat at r: the running minimum is up to date, compare with it)
         total = Signal(self.sum_bits)
-        smin = Signal(signed(sb), init=x.smax_c)
-        smax = Signal(signed(sb), init=x.smin_c)
+        smin = Signal(sb, init=top)            # (offset: above)
+        smax = Signal(sb, init=0)
         any_valid = Signal()
         r_valid, r_first, r_last, r_any = register(m, [p3_valid, p3_first, p3_last, p3_any],
                                                    "r_flag")
@@ -466,11 +487,12 @@ class WicsumThresholdUnit(wiring.Component):
                          any_valid.eq(n_any)]
         # a finished row's statistics (s1)
         x.s1_valid = Signal()
-        x.s1 = SimpleNamespace(total=Signal.like(total), smin=Signal.like(smin),
-                               smax=Signal.like(smax), any=Signal(), meta=Signal(meta_t))
+        x.s1 = SimpleNamespace(total=Signal.like(total), smin=Signal(signed(sb)),
+                               smax=Signal(signed(sb)), any=Signal(), meta=Signal(meta_t))
         m.d.sync += x.s1_valid.eq(r_valid & r_last)
         with m.If(r_valid & r_last):
-            m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq(n_min), x.s1.smax.eq(n_max),
+            m.d.sync += [x.s1.total.eq(n_total), x.s1.smin.eq((n_min ^ bias).as_signed()),
+                         x.s1.smax.eq((n_max ^ bias).as_signed()),
                          x.s1.any.eq(n_any), x.s1.meta.eq(r_meta)]
 
     def _prepare(self, m, x):
@@ -661,9 +683,9 @@ class WicsumThresholdUnit(wiring.Component):
                      dx_bank.eq(ahead(lambda cx: cx.bank))]
 
         # the read port: go on with the current pass, or start the oldest pending one
-        first_pend = [cx.pend & Cat(~(ctx[j].pend & older[j][c])
-                                    for j in range(C) if j != c).all()
-                      for c, cx in enumerate(ctx)]
+        # (``first_pend``, one-hot or none: registered, formed a cycle ahead from the next
+        # cycle's pending flags and ages, so the pick starts from flip-flops; below)
+        first_pend = [Signal(name=f"c{c}_first_pend") for c in range(C)]
         pick = Signal(range(C))
         for c in reversed(range(C)):
             with m.If(first_pend[c]):
@@ -677,7 +699,7 @@ class WicsumThresholdUnit(wiring.Component):
                                  cx.at_last.eq(cx.wbeat + 2 == cx.row.stored)]
                     with m.If(cx.at_last):
                         m.d.sync += [issuing.eq(0), cx.drain[0].eq(1)]
-        with m.Elif(Cat(cx.pend for cx in ctx).any()):
+        with m.Elif(Cat(first_pend).any()):
             m.d.comb += [issue.eq(1), ictx.eq(pick), word.eq(0)]
             m.d.sync += cur.eq(pick)
             for c, cx in enumerate(ctx):
@@ -780,6 +802,18 @@ class WicsumThresholdUnit(wiring.Component):
                         # every other context's row is older than this one
                         m.d.sync += [older[j][c].eq(1) for j in range(C) if j != c]
                         m.d.sync += [older[c][j].eq(0) for j in range(C) if j != c]
+        # the next cycle's pending flags and ages (as the logic above sets them), and from
+        # them the next cycle's oldest pending pass
+        picking = ~issuing & Cat(first_pend).any()
+        taking = x.took & ~skip
+        ctx_pend_n = [(cx.pend & ~(picking & first_pend[c])) | (cx.decide & ~cx.d_exits) |
+                  (taking & into[c]) for c, cx in enumerate(ctx)]
+
+        def older_n(i, j):
+            return Mux(taking & into[j], 1, Mux(taking & into[i], 0, older[i][j]))
+        m.d.sync += [first_pend[c].eq(ctx_pend_n[c] & Cat(~(ctx_pend_n[j] & older_n(j, c))
+                                                      for j in range(C) if j != c).all())
+                     for c in range(C)]
         # a free context holds the queue's head (its row, bank, first bucket and th), so
         # taking the row sets only its flags: the take's conditions stay out of these wide
         # registers' inputs
@@ -843,6 +877,7 @@ class WicsumThresholdUnit(wiring.Component):
         hwm = Signal(range(D + 1))             # union words touched by this head
         e_w = Signal(range(D + 1))
         wbits = Signal(N)
+        wnone = Signal()                       # wbits == 0, a flag set with wbits
         n_sel = Signal(ceil_log2(self._row_entries + 1) + 1)
         lowest = Signal(N)
         m.d.comb += lowest.eq(wbits & (~wbits + 1))
@@ -938,13 +973,13 @@ class WicsumThresholdUnit(wiring.Component):
 
             with m.State("E_LOAD"):
                 m.d.comb += x.mark_busy.eq(1)
-                m.d.sync += wbits.eq(uni_now)
+                m.d.sync += [wbits.eq(uni_now), wnone.eq(uni_now == 0)]
                 m.d.comb += [uni_wr.addr.eq(e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
                 m.next = "E_BITS"
 
             with m.State("E_BITS"):
                 m.d.comb += x.mark_busy.eq(1)
-                with m.If(wbits == 0):
+                with m.If(wnone):
                     m.d.sync += e_w.eq(e_w + 1)
                     m.next = "E_READ"
                 with m.Else():
@@ -954,7 +989,8 @@ class WicsumThresholdUnit(wiring.Component):
                                             if N > 1 else e_w),
                                  self.o.payload.count.eq(n_sel + 1)]
                     with m.If(self.o.ready):
-                        m.d.sync += [wbits.eq(wbits & ~lowest), n_sel.eq(n_sel + 1)]
+                        m.d.sync += [wbits.eq(wbits & ~lowest), wnone.eq(wbits == lowest),
+                                     n_sel.eq(n_sel + 1)]
                     with m.Else():
                         m.d.sync += perf.stalled.eq(perf.stalled + 1)
 
@@ -1033,7 +1069,7 @@ def _schedule(u, rows, head_selected, clearing) -> dict:
             else:
                 r_beat += 1
         # a beat in the receive pipeline (take to r), a row's last one in s1 to s4
-        pipe = 3 + u.tree_stages                    # take, p1, the trees' stages, r
+        pipe = 4 + u.tree_stages                    # take, p1, p2, the trees' stages, r
         b = (any(t - k in takes for k in range(pipe))
              or any(takes.get(t - k, False) for k in range(pipe, u.receive_latency))
              or any(f[0] <= t for f in fifo) or any(c is not None for c in now)
