@@ -422,12 +422,14 @@ class WicsumThresholdUnit(wiring.Component):
         # products' registers load the sums' trees and these copies, not the block RAMs' far
         # inputs beside the multipliers. The ring holds ``w·n`` and an invalid lane's entry
         # is 0 with ``nz`` = 0, which neither sums nor marks (its score does not matter)
-        ring_store, ring_addr = register(m, register(m, register(m, [store, wptr], "p1_ring"),
-                                                     "p2_ring"), "ring")
-        ring_score = register(m, register(m, [(lo ^ bias).as_signed() for lo in p1_lo],
-                                          "p2_score"), "ring_score")
-        ring_nz = register(m, register(m, [p1_nz], "p2_nz"), "ring_nz")[0]
-        ring_prod = register(m, p2_prod, "ring_prod")
+        def delayed(items, name, stages):
+            for k in range(stages):
+                items = register(m, items, f"{name}_d{k}")
+            return items
+        ring_store, ring_addr = delayed([store, wptr], "ring", 3)
+        ring_score = delayed([(lo ^ bias).as_signed() for lo in p1_lo], "ring_score", 2)
+        ring_nz = delayed([p1_nz], "ring_nz", 2)[0]
+        ring_prod = delayed(p2_prod, "ring_prod", 1)
         m.d.comb += [x.row_wr.addr.eq(ring_addr), x.row_wr.en.eq(ring_store)]
         for j in range(N):
             m.d.comb += [x.row_wr.data[j].score.eq(ring_score[j]),
@@ -807,7 +809,7 @@ class WicsumThresholdUnit(wiring.Component):
         picking = ~issuing & Cat(first_pend).any()
         taking = x.took & ~skip
         ctx_pend_n = [(cx.pend & ~(picking & first_pend[c])) | (cx.decide & ~cx.d_exits) |
-                  (taking & into[c]) for c, cx in enumerate(ctx)]
+                      (taking & into[c]) for c, cx in enumerate(ctx)]
 
         def older_n(i, j):
             return Mux(taking & into[j], 1, Mux(taking & into[i], 0, older[i][j]))
