@@ -552,6 +552,7 @@ class WicsumThresholdUnit(wiring.Component):
         for c in range(self.WALK_CONTEXTS):
             cx = SimpleNamespace(
                 row=Signal(x.row_t, name=f"c{c}_row"), k=Signal(range(B), name=f"c{c}_k"),
+                k_last=Signal(name=f"c{c}_k_last"),     # k == P - 1: this pass is the last
                 # th less the running sum and the pass's sums up to bucket d: the row exits
                 # at the first d where it is below zero (a sign bit, where the running sum
                 # plus the pass's sum compared with th was two carry chains in the decision)
@@ -584,7 +585,7 @@ class WicsumThresholdUnit(wiring.Component):
             # the exit: the first d whose running sum exceeds th, or bucket 0
             for d in range(P):
                 m.d.comb += cx.over[d].eq((cx.rem[d] < 0) |
-                                          ((cx.k == P - 1) if d == P - 1 else 0))
+                                          (cx.k_last if d == P - 1 else 0))
             m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
             m.d.sync += [cx.drain.eq(cx.drain[:-1] << 1), cx.d_exits.eq(cx.over.any()),
                          cx.d_visited.eq(B - cx.k + cx.exit),
@@ -734,7 +735,8 @@ class WicsumThresholdUnit(wiring.Component):
                     m.d.sync += [vis_inc.eq(cx.d_visited), skip_inc.eq(cx.d_skipped),
                                  cx.busy.eq(0)]
                 with m.Else():
-                    m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.off[0]),
+                    m.d.sync += [cx.k.eq(cx.k - P), cx.k_last.eq(cx.k == 2 * P - 1),
+                                 cx.row.acc.eq(cx.off[0]),
                                  cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1)]
                     m.d.sync += [cx.row.lo[d].eq(cx.nlo[d]) for d in range(P)]
                     # the pass's whole sum joins the running sum
@@ -821,7 +823,8 @@ class WicsumThresholdUnit(wiring.Component):
         # registers' inputs
         for cx in ctx:
             with m.If(~cx.busy):
-                m.d.sync += [cx.row.eq(head), cx.k.eq(B - 1), cx.bank.eq(next_bank)]
+                m.d.sync += [cx.row.eq(head), cx.k.eq(B - 1), cx.k_last.eq(B == P),
+                             cx.bank.eq(next_bank)]
                 m.d.sync += [a.eq(head.th) for a in cx.rem]
         # counted a cycle later, from registers (the take's and the decision's logic stays out
         # of the counters' carry chains)
