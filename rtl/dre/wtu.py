@@ -391,8 +391,10 @@ class WicsumThresholdUnit(wiring.Component):
         # one level a stage (a compare-and-select or an addition of the lanes' values,
         # registered), ``tree_stages`` stages to p3, the beat's sum, minimum and maximum
         p1_valid, p1_first, p1_last, p1_any = Signal(), Signal(), Signal(), Signal()
-        p1_w = [Signal(self._weight_bits, name=f"p1_w_{j}") for j in range(N)]
-        p1_n = [Signal(self._count_bits, name=f"p1_n_{j}") for j in range(N)]
+        # (the multipliers' operands and products without a reset: datapath registers that
+        # the flags qualify, which an FPGA flow can then move into its multiplier blocks)
+        p1_w = [Signal(self._weight_bits, name=f"p1_w_{j}", reset_less=True) for j in range(N)]
+        p1_n = [Signal(self._count_bits, name=f"p1_n_{j}", reset_less=True) for j in range(N)]
         # the scores offset by half their range (the sign bit flipped) for the minimum's and
         # maximum's trees and running values: unsigned compares, each its carry chain's carry
         # alone (a signed compare adds the sign's logic after it), flipped back at s1
@@ -416,7 +418,7 @@ class WicsumThresholdUnit(wiring.Component):
         # multiplexer too: a register that only copies an input may be merged by synthesis
         # with the register that drives that input, as with the flow's pin wrapper's chain,
         # and then it is no longer the multiplier's alone.)
-        p2_prod = register(m, [w * n for w, n in zip(p1_w, p1_n)], "p2_prod")
+        p2_prod = register(m, [w * n for w, n in zip(p1_w, p1_n)], "p2_prod", reset_less=True)
         # the beat into the ring three cycles after its take (the walk reads a row's words
         # only after its statistics, many cycles later), from copies of p2's registers: the
         # products' registers load the sums' trees and these copies, not the block RAMs' far
@@ -507,7 +509,8 @@ class WicsumThresholdUnit(wiring.Component):
         tr = s1.meta.th_r
         parts = [s1.total[i:i + self.PRODUCT_PART] for i in range(0, len(s1.total),
                                                                   self.PRODUCT_PART)]
-        th_parts = [Signal(len(a) + len(tr), name=f"s2_th_part_{i}") for i, a in enumerate(parts)]
+        th_parts = [Signal(len(a) + len(tr), name=f"s2_th_part_{i}", reset_less=True)
+                    for i, a in enumerate(parts)]
         r1 = Signal(sb + 1)
         s2_smin, s2_smax = Signal(signed(sb)), Signal(signed(sb))
         s2_any, s2_meta = Signal(), Signal.like(s1.meta)
