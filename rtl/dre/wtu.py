@@ -912,11 +912,21 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.comb += uni_rd.addr.eq(rd_addr)
         rd_addr_r, wr_en_r, wr_addr_r, wr_data_r = register(
             m, [rd_addr, uni_wr.en, uni_wr.addr, uni_wr.data], "m_rw")
-        byp, byp_data = register(m, [wr_en_r & (wr_addr_r == rd_addr_r), wr_data_r], "byp")
+        hit = wr_en_r & (wr_addr_r == rd_addr_r)
+        byp, byp_data = register(m, [hit, wr_data_r], "byp")
         uni_now = Signal(N)
         m.d.comb += uni_now.eq(Mux(byp, byp_data, uni_q))
         marks = Signal(N)
         m.d.comb += marks.eq(Cat(code_q[j] <= m_exit for j in range(N)))
+        # the marked word written back, ``m2_valid ? uni_now | marks : 0``, as an OR of
+        # terms each gated by flags formed a cycle ahead (the read's own bits kept when no
+        # bypass, the bypassed word's, the marks), so the block RAM's output reaches the
+        # write data through one gate, and the other writes (CLEAR, E_LOAD: 0, never with
+        # m2_valid) need no multiplexer
+        keep_q, byp_m = register(m, [m1_valid & ~hit, Mux(m1_valid & hit, wr_data_r, 0)],
+                                 "m2_rw")
+        m.d.comb += uni_wr.data.eq((uni_q & keep_q.replicate(N)) | byp_m |
+                                   (marks & m2_valid.replicate(N)))
         m.d.sync += m1_valid.eq(0)
 
         # the marker reads word ``mw`` of its bank in every cycle (0 while IDLE: the next
@@ -942,7 +952,7 @@ class WicsumThresholdUnit(wiring.Component):
         x.mark_busy = Signal()
         with m.FSM(name="mark", init="CLEAR"):
             with m.State("CLEAR"):
-                m.d.comb += [uni_wr.addr.eq(clr), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+                m.d.comb += [uni_wr.addr.eq(clr), uni_wr.en.eq(1)]
                 m.d.sync += clr.eq(clr + 1)
                 with m.If(clr == D - 1):
                     m.next = "IDLE"
@@ -982,7 +992,7 @@ class WicsumThresholdUnit(wiring.Component):
             with m.State("E_LOAD"):
                 m.d.comb += x.mark_busy.eq(1)
                 m.d.sync += [wbits.eq(uni_now), wnone.eq(uni_now == 0)]
-                m.d.comb += [uni_wr.addr.eq(e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+                m.d.comb += [uni_wr.addr.eq(e_w), uni_wr.en.eq(1)]
                 m.next = "E_BITS"
 
             with m.State("E_BITS"):
@@ -1014,8 +1024,7 @@ class WicsumThresholdUnit(wiring.Component):
         # the marked word back, two cycles after its read (never in a cycle the states
         # above write: CLEAR ends before the first read, E_LOAD comes after the last write)
         with m.If(m2_valid):
-            m.d.comb += [uni_wr.addr.eq(m2_addr), uni_wr.data.eq(uni_now | marks),
-                         uni_wr.en.eq(1)]
+            m.d.comb += [uni_wr.addr.eq(m2_addr), uni_wr.en.eq(1)]
 
     def _busy(self, m, x):
         """busy: a cycle in which any stage holds a row (a beat taken, the receive and
