@@ -577,6 +577,8 @@ class WicsumThresholdUnit(wiring.Component):
                 decide=Signal(name=f"c{c}_decide"),
                 # the decision's terms, registered from the final rem (valid when deciding)
                 d_exits=Signal(name=f"c{c}_d_exits"),
+                # decide & d_exits and decide & ~d_exits, as flags formed with them
+                exits=Signal(name=f"c{c}_exits"), goes_on=Signal(name=f"c{c}_goes_on"),
                 d_visited=Signal(range(B + 1), name=f"c{c}_d_visited"),
                 d_skipped=Signal(range(B), name=f"c{c}_d_skipped"))
             # the next pass's bounds ``smin + ((acc - (P + d)·r1) >> log2 B)``, a carry chain a
@@ -591,6 +593,8 @@ class WicsumThresholdUnit(wiring.Component):
                                           (cx.k_last if d == P - 1 else 0))
             m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
             m.d.sync += [cx.drain.eq(cx.drain[:-1] << 1), cx.d_exits.eq(cx.over.any()),
+                         cx.exits.eq(cx.drain[-2] & cx.over.any()),
+                         cx.goes_on.eq(cx.drain[-2] & ~cx.over.any()),
                          cx.d_visited.eq(B - cx.k + cx.exit),
                          cx.d_skipped.eq(cx.k - cx.exit)]
             m.d.comb += cx.decide.eq(cx.drain[-1])
@@ -780,7 +784,7 @@ class WicsumThresholdUnit(wiring.Component):
         # the first free context (one-hot) and whether there is one, registered from the
         # contexts' flags less this cycle's exits: a take needs them only when the cycle
         # before took nothing (``took_r``), and then nothing else set a context's flag
-        left = [cx.busy & ~(cx.decide & cx.d_exits) for cx in ctx]
+        left = [cx.busy & ~cx.exits for cx in ctx]
         free, into = Signal(), Signal(C)
         m.d.sync += [free.eq(~Cat(left).all())]
         m.d.sync += [into[c].eq(~left[c] & Cat(left[:c]).all()) for c in range(C)]
@@ -813,7 +817,7 @@ class WicsumThresholdUnit(wiring.Component):
         # them the next cycle's oldest pending pass
         picking = ~issuing & Cat(first_pend).any()
         taking = x.took & ~skip
-        ctx_pend_n = [(cx.pend & ~(picking & first_pend[c])) | (cx.decide & ~cx.d_exits) |
+        ctx_pend_n = [(cx.pend & ~(picking & first_pend[c])) | cx.goes_on |
                       (taking & into[c]) for c, cx in enumerate(ctx)]
 
         def older_n(i, j):
