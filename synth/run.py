@@ -64,6 +64,10 @@ PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 # (docs/hcu.md, sessions 18 and 21); the WTU: the walk's registered read of the row memory,
 # 880 bits (docs/wtu.md, session 34)
 BRAM_OUTREG: set[str] = {"hcu", "wtu"}
+# blocks whose multipliers' operand and product registers move into the MULT18X18Ds before
+# nextpnr (synth/dsp_regs.py; Yosys's ECP5 mapping leaves them in the fabric, where vendor
+# flows absorb them): the WTU's 16 lane products, 1 024 bits (docs/wtu.md, session 39)
+DSP_REGS: set[str] = {"wtu"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
 # fabric, the HCU, whose seed 1 did not converge with its RAMs' output registers moved
@@ -178,7 +182,7 @@ def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True,
                        black_boxes=tuple(CORE_PARTS) if name == "core" else (),
                        generic=name not in NO_GENERIC,
                        bram_outreg=name in BRAM_OUTREG if bram_outreg is None else bram_outreg,
-                       global_reset=name in GLOBAL_RESET)
+                       dsp_regs=name in DSP_REGS, global_reset=name in GLOBAL_RESET)
 
 
 def synth_order(names) -> list[str]:
@@ -228,13 +232,16 @@ def synth_many(names, cfg, out_root, *, pnr: bool = True, jobs: int = 1,
 
 def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                 black_boxes=(), generic: bool = True, bram_outreg: bool = False,
-                global_reset: bool = False) -> dict:
+                dsp_regs: bool = False, global_reset: bool = False) -> dict:
     """One block's figures; ``black_boxes``: its submodules (by name) left out, kept as
     black-box cells (no place and route then); ``generic=False`` skips the generic-gates pass
     (``cells`` is None then); ``seeds``: nextpnr's placement seeds (default
     :data:`PNR_SEEDS`, else seed 1); ``bram_outreg``: block RAM output registers moved into
     the DP16KDs of the ECP5 netlist (:func:`synth.bram_outreg.absorb`; the ECP5 FF count is
-    then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones moved); ``global_reset``: the
+    then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones moved); ``dsp_regs``: the
+    multipliers' operand and product registers moved into the MULT18X18Ds
+    (:func:`synth.dsp_regs.absorb`; ``ecp5.dsp_regs_ff`` the flip-flops moved, the FF count
+    those left); ``global_reset``: the
     wrapper's reset on the global network before nextpnr (:func:`synth.global_reset.promote`,
     ``ecp5.global_reset_loads`` the cell inputs it drives)."""
     seeds = tuple(seeds or PNR_SEEDS.get(name, (1,)))
@@ -282,6 +289,11 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         moved = absorb(out / f"{name}_ecp5.json")
         res["ecp5"]["ff"] -= moved
         res["ecp5"]["bram_outreg_ff"] = moved
+    if dsp_regs:
+        from .dsp_regs import absorb as absorb_dsp
+        moved = absorb_dsp(out / f"{name}_ecp5.json")
+        res["ecp5"]["ff"] -= moved
+        res["ecp5"]["dsp_regs_ff"] = moved
     by_seed = {}
     if pnr:
         if global_reset:
@@ -396,6 +408,7 @@ def write_reports(report: dict, out_dir, cfg):
                      f"{i['lc']} | {i['ff']} | {i['bram']} | {i['dsp']} |")
     moved = [n for n, r in report.items() if r["ecp5"].get("bram_outreg_ff")]
     glb = [n for n, r in report.items() if r["ecp5"].get("global_reset_loads")]
+    dsp = [n for n, r in report.items() if r["ecp5"].get("dsp_regs_ff")]
     if "core total" in rows:
         t, sh = rows["core total"], rows["core total"]["dre_share"]
         lines += ["", "`core` is the core's own logic (register file, read DMA, output and "
@@ -430,6 +443,11 @@ def write_reports(report: dict, out_dir, cfg):
                  "nextpnr, as vendor flows do (synth/bram_outreg.py; the ECP5 FF count is "
                  "the flip-flops left, report.json's `ecp5.bram_outreg_ff` the ones moved). "
                  if moved else "")
+              + (f"In the ECP5 netlists of {', '.join(sorted(dsp))}, the multipliers' "
+                 "operand and product registers are moved into the MULT18X18Ds "
+                 "(`REG_INPUTA/B_CLK`, `REG_OUTPUT_CLK`) before nextpnr, as vendor flows do "
+                 "(synth/dsp_regs.py; report.json's `ecp5.dsp_regs_ff` the flip-flops moved). "
+                 if dsp else "")
               + "Where YoWASP's abc9 LUT mapper fails on a "
               "block, it is mapped with `-dff`, else with the classic `abc` (report.json names "
               "the flow, `ecp5.flow` / `xc7.flow`). iCE40 figures are synthesis only (no "

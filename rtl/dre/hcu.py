@@ -333,6 +333,7 @@ class HashClusterUnit(wiring.Component):
         x.s2 = [Signal(x.lane_t, name=f"s2_lane_{j}") for j in range(N)]
         x.best = Signal(x.lane_t)
         x.best_row0 = Signal()            # best's slot is in row 0
+        x.best_lanes = Signal(N)          # best's slot's lane (one-hot), registered with it
 
         x.lane_log, x.layer_log = exact_log2(N), ceil_log2(Lh)
         x.spec = spec = Signal()    # the decision cycle also reads the buffered token's row 0
@@ -516,6 +517,8 @@ class HashClusterUnit(wiring.Component):
             joins = s3.joins
             m.d.sync += [x.best.eq(s3), x.join.eq(joins),
                          x.best_row0.eq(s3.rank.key[x.lane_log:x.wlog] == 0),
+                         x.best_lanes.eq(Const(1, len(x.best_lanes))
+                                         << (s3.rank.key[:x.lane_log] if x.lane_log else 0)),
                          *(x.opens[l].eq(~joins & (x.cur.layer == l))
                            for l in range(self._layers))]
 
@@ -607,8 +610,12 @@ class HashClusterUnit(wiring.Component):
         m.d.comb += [new_entry.hash.eq(cur.hash), new_entry.step.eq(cur.step),
                      new_entry.count.eq(new_count)]
         x.w_addr = Signal(len(x.wr.addr))
-        m.d.comb += [x.w_addr.eq(Cat(slot_w[x.lane_log:], cur.layer[:x.layer_log])),
-                     x.commit_lanes.eq(Const(1, N) << slot_w[:x.lane_log])]
+        m.d.comb += x.w_addr.eq(Cat(slot_w[x.lane_log:], cur.layer[:x.layer_log]))
+        # the lane written (one-hot) from registers: best's, registered with it, or the next
+        # opening's, registered a cycle after the token's start (as r_row0)
+        x.r_lanes = Signal(N)
+        m.d.sync += x.r_lanes.eq(Const(1, N) << (x.r[:x.lane_log] if x.lane_log else 0))
+        m.d.comb += x.commit_lanes.eq(Mux(join, x.best_lanes, x.r_lanes))
 
     def _row_addr(self, x, row, layer):
         """The window memory's address of ``row`` of ``layer``'s context."""
@@ -660,13 +667,22 @@ class HashClusterUnit(wiring.Component):
             m.d.sync += [rem.eq(Mux(refused, 0, Mux(count >= W, W, count))),
                          rem_one.eq(~refused & Mux(count >= W, w_one, count == 1))]
 
+        # ci's lane (one-hot, rotated with ci) and whether a LOAD's entries are written (the
+        # FSM is in X_LOAD and the layer is not refused), so the write's enables come from
+        # registers (written in _control, after the FSM), not from the state's decode
+        x.ci_lane, x.loading = Signal(N, init=1), Signal()
+        x.ld_addr = addr
+        x.ld_entry = data.View(self.entry_layout, self.i_ctxd.payload[:self.entry_layout.size])
+
         def step():
             m.d.sync += [ci.eq(ci + 1), rem.eq(rem - 1), rem_one.eq(rem == 2),
-                         ci_row_end.eq((ci[:x.lane_log] == N - 2) if x.lane_log else 1)]
+                         ci_row_end.eq((ci[:x.lane_log] == N - 2) if x.lane_log else 1),
+                         x.ci_lane.eq(x.ci_lane.rotate_left(1))]
         with m.State("X_DECODE"):
             m.d.comb += [x.refuse.eq(bad), x.refuse_code.eq(3)]
             start(n, bad)
-            m.d.sync += [ci.eq(0), rem_none.eq(bad | (n == 0)), ci_row_end.eq(N == 1)]
+            m.d.sync += [ci.eq(0), rem_none.eq(bad | (n == 0)), ci_row_end.eq(N == 1),
+                         x.ci_lane.eq(1)]
             with m.Switch(cmd.op):
                 with m.Case(self.SAVE):
                     m.d.sync += x_hdr.eq(1)
@@ -713,17 +729,14 @@ class HashClusterUnit(wiring.Component):
                 with m.If(hn == 0):
                     self._to_idle(m, x)
                 with m.Else():
+                    m.d.sync += x.loading.eq(~bad)
                     m.next = "X_LOAD"
         with m.State("X_LOAD"):
             m.d.comb += self.i_ctxd.ready.eq(1)
-            entry = data.View(self.entry_layout, self.i_ctxd.payload[:self.entry_layout.size])
             with m.If(self.i_ctxd.valid):
-                with m.If(~bad):
-                    lane_en = Const(1, N) << (ci[:x.lane_log] if x.lane_log else 0)
-                    m.d.sync += [x.wq_addr.eq(addr), x.wq_entry.eq(entry),
-                                 x.wq_en.eq(lane_en), x.wq_ken.eq(lane_en), x.wq_any.eq(1)]
                 step()
                 with m.If(rem_one):
+                    m.d.sync += x.loading.eq(0)
                     self._to_idle(m, x)
 
     @staticmethod
@@ -833,10 +846,13 @@ class HashClusterUnit(wiring.Component):
                                   fsm.ongoing("X_LOAD_HEADER") | fsm.ongoing("X_LOAD"))
         with m.If(x.ctx_busy):
             m.d.sync += perf.busy.eq(perf.busy + 1)
+        with m.If(x.loading & self.i_ctxd.valid):        # (X_LOAD: ready is 1 there)
+            m.d.sync += [x.wq_addr.eq(x.ld_addr), x.wq_entry.eq(x.ld_entry),
+                         x.wq_en.eq(x.ci_lane), x.wq_ken.eq(x.ci_lane), x.wq_any.eq(1)]
         with m.If(commit):
             m.d.sync += [x.wq_addr.eq(x.w_addr), x.wq_entry.eq(x.new_entry),
                          x.wq_en.eq(x.commit_lanes), x.wq_any.eq(1),
-                         x.wq_ken.eq(Mux(x.join, 0, x.commit_lanes))]
+                         x.wq_ken.eq(Mux(x.join, 0, x.r_lanes))]
             for l in range(self._layers):
                 with m.If(x.opens[l]):
                     m.d.sync += [x.n_open[l].eq(x.n_p1), x.beats_l[l].eq(x.beats_p1),

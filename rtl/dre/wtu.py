@@ -391,8 +391,10 @@ class WicsumThresholdUnit(wiring.Component):
         # one level a stage (a compare-and-select or an addition of the lanes' values,
         # registered), ``tree_stages`` stages to p3, the beat's sum, minimum and maximum
         p1_valid, p1_first, p1_last, p1_any = Signal(), Signal(), Signal(), Signal()
-        p1_w = [Signal(self._weight_bits, name=f"p1_w_{j}") for j in range(N)]
-        p1_n = [Signal(self._count_bits, name=f"p1_n_{j}") for j in range(N)]
+        # (the multipliers' operands and products without a reset: datapath registers that
+        # the flags qualify, which an FPGA flow can then move into its multiplier blocks)
+        p1_w = [Signal(self._weight_bits, name=f"p1_w_{j}", reset_less=True) for j in range(N)]
+        p1_n = [Signal(self._count_bits, name=f"p1_n_{j}", reset_less=True) for j in range(N)]
         # the scores offset by half their range (the sign bit flipped) for the minimum's and
         # maximum's trees and running values: unsigned compares, each its carry chain's carry
         # alone (a signed compare adds the sign's logic after it), flipped back at s1
@@ -416,7 +418,7 @@ class WicsumThresholdUnit(wiring.Component):
         # multiplexer too: a register that only copies an input may be merged by synthesis
         # with the register that drives that input, as with the flow's pin wrapper's chain,
         # and then it is no longer the multiplier's alone.)
-        p2_prod = register(m, [w * n for w, n in zip(p1_w, p1_n)], "p2_prod")
+        p2_prod = register(m, [w * n for w, n in zip(p1_w, p1_n)], "p2_prod", reset_less=True)
         # the beat into the ring three cycles after its take (the walk reads a row's words
         # only after its statistics, many cycles later), from copies of p2's registers: the
         # products' registers load the sums' trees and these copies, not the block RAMs' far
@@ -507,7 +509,8 @@ class WicsumThresholdUnit(wiring.Component):
         tr = s1.meta.th_r
         parts = [s1.total[i:i + self.PRODUCT_PART] for i in range(0, len(s1.total),
                                                                   self.PRODUCT_PART)]
-        th_parts = [Signal(len(a) + len(tr), name=f"s2_th_part_{i}") for i, a in enumerate(parts)]
+        th_parts = [Signal(len(a) + len(tr), name=f"s2_th_part_{i}", reset_less=True)
+                    for i, a in enumerate(parts)]
         r1 = Signal(sb + 1)
         s2_smin, s2_smax = Signal(signed(sb)), Signal(signed(sb))
         s2_any, s2_meta = Signal(), Signal.like(s1.meta)
@@ -552,6 +555,7 @@ class WicsumThresholdUnit(wiring.Component):
         for c in range(self.WALK_CONTEXTS):
             cx = SimpleNamespace(
                 row=Signal(x.row_t, name=f"c{c}_row"), k=Signal(range(B), name=f"c{c}_k"),
+                k_last=Signal(name=f"c{c}_k_last"),     # k == P - 1: this pass is the last
                 # th less the running sum and the pass's sums up to bucket d: the row exits
                 # at the first d where it is below zero (a sign bit, where the running sum
                 # plus the pass's sum compared with th was two carry chains in the decision)
@@ -573,6 +577,8 @@ class WicsumThresholdUnit(wiring.Component):
                 decide=Signal(name=f"c{c}_decide"),
                 # the decision's terms, registered from the final rem (valid when deciding)
                 d_exits=Signal(name=f"c{c}_d_exits"),
+                # decide & d_exits and decide & ~d_exits, as flags formed with them
+                exits=Signal(name=f"c{c}_exits"), goes_on=Signal(name=f"c{c}_goes_on"),
                 d_visited=Signal(range(B + 1), name=f"c{c}_d_visited"),
                 d_skipped=Signal(range(B), name=f"c{c}_d_skipped"))
             # the next pass's bounds ``smin + ((acc - (P + d)·r1) >> log2 B)``, a carry chain a
@@ -584,9 +590,11 @@ class WicsumThresholdUnit(wiring.Component):
             # the exit: the first d whose running sum exceeds th, or bucket 0
             for d in range(P):
                 m.d.comb += cx.over[d].eq((cx.rem[d] < 0) |
-                                          ((cx.k == P - 1) if d == P - 1 else 0))
+                                          (cx.k_last if d == P - 1 else 0))
             m.d.comb += cx.exit.eq(P - sum(cx.over[d].as_unsigned() for d in range(P)))
             m.d.sync += [cx.drain.eq(cx.drain[:-1] << 1), cx.d_exits.eq(cx.over.any()),
+                         cx.exits.eq(cx.drain[-2] & cx.over.any()),
+                         cx.goes_on.eq(cx.drain[-2] & ~cx.over.any()),
                          cx.d_visited.eq(B - cx.k + cx.exit),
                          cx.d_skipped.eq(cx.k - cx.exit)]
             m.d.comb += cx.decide.eq(cx.drain[-1])
@@ -734,7 +742,8 @@ class WicsumThresholdUnit(wiring.Component):
                     m.d.sync += [vis_inc.eq(cx.d_visited), skip_inc.eq(cx.d_skipped),
                                  cx.busy.eq(0)]
                 with m.Else():
-                    m.d.sync += [cx.k.eq(cx.k - P), cx.row.acc.eq(cx.off[0]),
+                    m.d.sync += [cx.k.eq(cx.k - P), cx.k_last.eq(cx.k == 2 * P - 1),
+                                 cx.row.acc.eq(cx.off[0]),
                                  cx.row.hi.eq(cx.row.lo[P - 1]), cx.pend.eq(1)]
                     m.d.sync += [cx.row.lo[d].eq(cx.nlo[d]) for d in range(P)]
                     # the pass's whole sum joins the running sum
@@ -775,7 +784,7 @@ class WicsumThresholdUnit(wiring.Component):
         # the first free context (one-hot) and whether there is one, registered from the
         # contexts' flags less this cycle's exits: a take needs them only when the cycle
         # before took nothing (``took_r``), and then nothing else set a context's flag
-        left = [cx.busy & ~(cx.decide & cx.d_exits) for cx in ctx]
+        left = [cx.busy & ~cx.exits for cx in ctx]
         free, into = Signal(), Signal(C)
         m.d.sync += [free.eq(~Cat(left).all())]
         m.d.sync += [into[c].eq(~left[c] & Cat(left[:c]).all()) for c in range(C)]
@@ -808,7 +817,7 @@ class WicsumThresholdUnit(wiring.Component):
         # them the next cycle's oldest pending pass
         picking = ~issuing & Cat(first_pend).any()
         taking = x.took & ~skip
-        ctx_pend_n = [(cx.pend & ~(picking & first_pend[c])) | (cx.decide & ~cx.d_exits) |
+        ctx_pend_n = [(cx.pend & ~(picking & first_pend[c])) | cx.goes_on |
                       (taking & into[c]) for c, cx in enumerate(ctx)]
 
         def older_n(i, j):
@@ -821,7 +830,8 @@ class WicsumThresholdUnit(wiring.Component):
         # registers' inputs
         for cx in ctx:
             with m.If(~cx.busy):
-                m.d.sync += [cx.row.eq(head), cx.k.eq(B - 1), cx.bank.eq(next_bank)]
+                m.d.sync += [cx.row.eq(head), cx.k.eq(B - 1), cx.k_last.eq(B == P),
+                             cx.bank.eq(next_bank)]
                 m.d.sync += [a.eq(head.th) for a in cx.rem]
         # counted a cycle later, from registers (the take's and the decision's logic stays out
         # of the counters' carry chains)
@@ -906,11 +916,21 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.comb += uni_rd.addr.eq(rd_addr)
         rd_addr_r, wr_en_r, wr_addr_r, wr_data_r = register(
             m, [rd_addr, uni_wr.en, uni_wr.addr, uni_wr.data], "m_rw")
-        byp, byp_data = register(m, [wr_en_r & (wr_addr_r == rd_addr_r), wr_data_r], "byp")
+        hit = wr_en_r & (wr_addr_r == rd_addr_r)
+        byp, byp_data = register(m, [hit, wr_data_r], "byp")
         uni_now = Signal(N)
         m.d.comb += uni_now.eq(Mux(byp, byp_data, uni_q))
         marks = Signal(N)
         m.d.comb += marks.eq(Cat(code_q[j] <= m_exit for j in range(N)))
+        # the marked word written back, ``m2_valid ? uni_now | marks : 0``, as an OR of
+        # terms each gated by flags formed a cycle ahead (the read's own bits kept when no
+        # bypass, the bypassed word's, the marks), so the block RAM's output reaches the
+        # write data through one gate, and the other writes (CLEAR, E_LOAD: 0, never with
+        # m2_valid) need no multiplexer
+        keep_q, byp_m = register(m, [m1_valid & ~hit, Mux(m1_valid & hit, wr_data_r, 0)],
+                                 "m2_rw")
+        m.d.comb += uni_wr.data.eq((uni_q & keep_q.replicate(N)) | byp_m |
+                                   (marks & m2_valid.replicate(N)))
         m.d.sync += m1_valid.eq(0)
 
         # the marker reads word ``mw`` of its bank in every cycle (0 while IDLE: the next
@@ -936,7 +956,7 @@ class WicsumThresholdUnit(wiring.Component):
         x.mark_busy = Signal()
         with m.FSM(name="mark", init="CLEAR"):
             with m.State("CLEAR"):
-                m.d.comb += [uni_wr.addr.eq(clr), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+                m.d.comb += [uni_wr.addr.eq(clr), uni_wr.en.eq(1)]
                 m.d.sync += clr.eq(clr + 1)
                 with m.If(clr == D - 1):
                     m.next = "IDLE"
@@ -976,7 +996,7 @@ class WicsumThresholdUnit(wiring.Component):
             with m.State("E_LOAD"):
                 m.d.comb += x.mark_busy.eq(1)
                 m.d.sync += [wbits.eq(uni_now), wnone.eq(uni_now == 0)]
-                m.d.comb += [uni_wr.addr.eq(e_w), uni_wr.data.eq(0), uni_wr.en.eq(1)]
+                m.d.comb += [uni_wr.addr.eq(e_w), uni_wr.en.eq(1)]
                 m.next = "E_BITS"
 
             with m.State("E_BITS"):
@@ -1008,8 +1028,7 @@ class WicsumThresholdUnit(wiring.Component):
         # the marked word back, two cycles after its read (never in a cycle the states
         # above write: CLEAR ends before the first read, E_LOAD comes after the last write)
         with m.If(m2_valid):
-            m.d.comb += [uni_wr.addr.eq(m2_addr), uni_wr.data.eq(uni_now | marks),
-                         uni_wr.en.eq(1)]
+            m.d.comb += [uni_wr.addr.eq(m2_addr), uni_wr.en.eq(1)]
 
     def _busy(self, m, x):
         """busy: a cycle in which any stage holds a row (a beat taken, the receive and

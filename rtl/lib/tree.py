@@ -42,10 +42,12 @@ def reduce_tree(m, items, combine, name, *, levels: int | None = None, shape=Non
     return items if levels is not None else items[0]
 
 
-def register(m, items, name, domain: str = "sync"):
+def register(m, items, name, domain: str = "sync", *, reset_less: bool = False):
     """One register per item, named ``{name}_{j}``, loaded every cycle: a pipeline stage
-    between the two halves of a tree. Returns the registers."""
-    regs = [Signal(x.shape(), name=f"{name}_{j}") for j, x in enumerate(items)]
+    between the two halves of a tree (``reset_less``: a datapath register the domain's
+    reset leaves alone). Returns the registers."""
+    regs = [Signal(x.shape(), name=f"{name}_{j}", reset_less=reset_less)
+            for j, x in enumerate(items)]
     m.d[domain] += [r.eq(x) for r, x in zip(regs, items)]
     return regs
 
