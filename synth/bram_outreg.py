@@ -20,54 +20,33 @@ thing cycle for cycle. A port of which any bit fails a condition is left as it i
 """
 from __future__ import annotations
 
-import json
-from collections import defaultdict
-from pathlib import Path
+from .netlist import loads_of, param, read_top, write_pruned
 
 __all__ = ["absorb"]
-
-
-def _param(cell, name, default=None):
-    """A cell parameter as Yosys's JSON writes it (strings that look like bits end in a
-    space), stripped."""
-    v = cell["parameters"].get(name, default)
-    return v.strip() if isinstance(v, str) else v
 
 
 def _plain_ff(ff, clock) -> bool:
     c = ff["connections"]
     return (ff["type"] == "TRELLIS_FF"
             and c.get("CLK") == clock
-            and _param(ff, "CLKMUX", "CLK") == "CLK"
-            and (_param(ff, "CEMUX", "1") == "1" or c.get("CE") == ["1"])
-            and (c.get("LSR", ["0"]) == ["0"] and _param(ff, "LSRMUX", "LSR") == "LSR"
-                 or _param(ff, "LSRMUX") == "0")
-            and _param(ff, "REGSET", "RESET") == "RESET")
+            and param(ff, "CLKMUX", "CLK") == "CLK"
+            and (param(ff, "CEMUX", "1") == "1" or c.get("CE") == ["1"])
+            and (c.get("LSR", ["0"]) == ["0"] and param(ff, "LSRMUX", "LSR") == "LSR"
+                 or param(ff, "LSRMUX") == "0")
+            and param(ff, "REGSET", "RESET") == "RESET")
 
 
 def absorb(path) -> int:
     """Rewrite the Yosys JSON netlist at ``path`` (its top module), moving every eligible
     block RAM output register into its DP16KD; returns how many flip-flops went."""
-    path = Path(path)
-    data = json.loads(path.read_text())
-    mods = data["modules"]
-    top = next(m for m in mods if mods[m].get("attributes", {}).get("top"))
-    cells = mods[top]["cells"]
-    loads = defaultdict(list)
-    for name, cell in cells.items():
-        for port, bits in cell["connections"].items():
-            if cell["port_directions"].get(port) == "input":
-                for b in bits:
-                    loads[b].append((name, port))
-    for port in mods[top]["ports"].values():
-        if port["direction"] == "output":
-            for b in port["bits"]:
-                loads[b].append(("", "output"))
+    data, mod = read_top(path)
+    cells = mod["cells"]
+    loads = loads_of(mod)
     moved = 0
     for ram in [c for c in cells.values() if c["type"] == "DP16KD"]:
         conn = ram["connections"]
         for side in "AB":
-            if _param(ram, f"REGMODE_{side}", "NOREG") != "NOREG" or \
+            if param(ram, f"REGMODE_{side}", "NOREG") != "NOREG" or \
                     conn.get(f"RST{side}", ["0"]) != ["0"]:
                 continue
             pins = []
@@ -89,10 +68,5 @@ def absorb(path) -> int:
             ram["parameters"][f"REGMODE_{side}"] = "OUTREG"
             conn[f"OCE{side}"] = ["1"]
     if moved:
-        used = {b for c in cells.values() for bits in c["connections"].values() for b in bits}
-        used |= {b for p in mods[top]["ports"].values() for b in p["bits"]}
-        names = mods[top]["netnames"]
-        for n in [n for n, v in names.items() if not any(b in used for b in v["bits"])]:
-            del names[n]
-        path.write_text(json.dumps(data))
+        write_pruned(path, data, mod)
     return moved

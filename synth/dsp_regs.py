@@ -31,11 +31,7 @@ such registers without the block's reset (``reset_less``).
 """
 from __future__ import annotations
 
-import json
-from collections import defaultdict
-from pathlib import Path
-
-from .bram_outreg import _param
+from .netlist import loads_of, param, read_top, write_pruned
 
 __all__ = ["absorb"]
 
@@ -44,12 +40,12 @@ def _reg(ff, fixed):
     """(clock, reset) of a flip-flop the multiplier's registers can replace (always loading,
     reset value 0, the reset synchronous or none: ``["0"]``), or None."""
     c = ff["connections"]
-    if (ff["type"] != "TRELLIS_FF" or _param(ff, "CLKMUX", "CLK") != "CLK"
-            or not (_param(ff, "CEMUX", "1") == "1" or c.get("CE") == ["1"])
-            or _param(ff, "REGSET", "RESET") != "RESET"):
+    if (ff["type"] != "TRELLIS_FF" or param(ff, "CLKMUX", "CLK") != "CLK"
+            or not (param(ff, "CEMUX", "1") == "1" or c.get("CE") == ["1"])
+            or param(ff, "REGSET", "RESET") != "RESET"):
         return None
-    rst = ["0"] if _param(ff, "LSRMUX") == "0" else c.get("LSR", ["0"])
-    if rst != ["0"] and (_param(ff, "SRMODE", "LSR_OVER_CE") != "LSR_OVER_CE"
+    rst = ["0"] if param(ff, "LSRMUX") == "0" else c.get("LSR", ["0"])
+    if rst != ["0"] and (param(ff, "SRMODE", "LSR_OVER_CE") != "LSR_OVER_CE"
                          or rst[0] in fixed):
         return None
     return tuple(c.get("CLK", [])), tuple(rst)
@@ -59,32 +55,22 @@ def absorb(path) -> int:
     """Rewrite the Yosys JSON netlist at ``path`` (its top module), moving every eligible
     multiplier operand and product register into its MULT18X18D; returns how many
     flip-flops went."""
-    path = Path(path)
-    data = json.loads(path.read_text())
-    mods = data["modules"]
-    top = next(m for m in mods if mods[m].get("attributes", {}).get("top"))
-    cells = mods[top]["cells"]
-    loads, driver = defaultdict(list), {}
+    data, mod = read_top(path)
+    cells = mod["cells"]
+    loads, driver = loads_of(mod), {}
     for name, cell in cells.items():
         for port, bits in cell["connections"].items():
-            d = cell["port_directions"].get(port)
-            for b in bits:
-                if d == "input":
-                    loads[b].append((name, port))
-                elif d == "output":
+            if cell["port_directions"].get(port) == "output":
+                for b in bits:
                     driver[b] = name
-    for port in mods[top]["ports"].values():
-        if port["direction"] == "output":
-            for b in port["bits"]:
-                loads[b].append(("", "output"))
     # the block's reset: a port, or behind a global buffer (synth/global_reset.py)
-    fixed = {b for p in mods[top]["ports"].values() for b in p["bits"]}
+    fixed = {b for p in mod["ports"].values() for b in p["bits"]}
     fixed |= {b for c in cells.values() if c["type"] in ("DCCA", "DCSC")
               for b in c["connections"].get("CLKO", []) + c["connections"].get("DCSOUT", [])}
     moved = 0
     for mname, mul in [(n, c) for n, c in cells.items() if c["type"] == "MULT18X18D"]:
         conn = mul["connections"]
-        if any(_param(mul, f"REG_{r}_CLK", "NONE") != "NONE"
+        if any(param(mul, f"REG_{r}_CLK", "NONE") != "NONE"
                for r in ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT")):
             continue                                    # registered already: leave it
 
@@ -147,10 +133,5 @@ def absorb(path) -> int:
         for p in ("CLK0", "CE0", "RST0", "RST1"):
             mul["port_directions"][p] = "input"
     if moved:
-        used = {b for c in cells.values() for bits in c["connections"].values() for b in bits}
-        used |= {b for p in mods[top]["ports"].values() for b in p["bits"]}
-        names = mods[top]["netnames"]
-        for n in [n for n, v in names.items() if not any(b in used for b in v["bits"])]:
-            del names[n]
-        path.write_text(json.dumps(data))
+        write_pruned(path, data, mod)
     return moved

@@ -9,7 +9,10 @@ paper preset), in
 2. ``synth_ecp5``, ``synth_xilinx -family xc7`` and ``synth_ice40`` of the block inside
    :class:`synth.wrap.PinWrapper`;
 3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax (:data:`PNR_TARGET`,
-   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds; the blocks of
+   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds; in the blocks of
+   :data:`BRAM_OUTREG` and :data:`DSP_REGS` the block RAMs' output registers and the
+   multipliers' operand and product registers moved into the RAMs and the DSPs,
+   :func:`synth.bram_outreg.absorb`, :func:`synth.dsp_regs.absorb`; the blocks of
    :data:`GLOBAL_RESET` with the wrapper's reset on the global network,
    :func:`synth.global_reset.promote`).
 
