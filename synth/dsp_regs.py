@@ -21,9 +21,10 @@ and the flip-flops of each group share a clock (the inputs' and the output's the
 and a reset, always load (no clock enable) and reset to 0, synchronously, from a signal of the
 block's logic or not at all. (Yosys turns ``Mux(valid, x, 0)`` into a register's synchronous
 reset; the block's own reset, a port of the netlist that the flow may route on the global
-network, is not moved: a register it resets stays.) The multiplier then gets ``REG_INPUTA_CLK``/``REG_INPUTB_CLK``
-(and/or ``REG_OUTPUT_CLK``) ``= "CLK0"``, the inputs' registers reset by ``RST0``, the
-output's by ``RST1`` (``RESETMODE = "SYNC"``), ``CE0`` tied to 1; its A/B pins read the
+network, is not moved: a register it resets stays.) The multiplier then gets
+``REG_INPUTA_CLK`` / ``REG_INPUTB_CLK`` (and/or ``REG_OUTPUT_CLK``) ``= "CLK0"``, the inputs'
+registers reset by ``RST0``, the output's by ``RST1`` (``RESETMODE = "SYNC"``), ``CE0`` tied
+to 1; its A/B pins read the
 flip-flops' data inputs' nets, its P pins drive the flip-flops' outputs' nets, and the
 flip-flops go. Like the flip-flops, the multiplier's registers power up as 0 and then load
 (or reset) every cycle: the netlist does the same thing cycle for cycle. The RTL declares

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .netlist import read_top
+
 __all__ = ["promote"]
 
 
@@ -29,10 +31,7 @@ def promote(path, port: str = "rst") -> int:
     Returns how many cell inputs moved (0, and the file untouched, when the top module has
     no such one-bit port, nothing reads it, or it is on the global already)."""
     path = Path(path)
-    data = json.loads(path.read_text())
-    mods = data["modules"]
-    top = next(m for m in mods if mods[m].get("attributes", {}).get("top"))
-    mod = mods[top]
+    data, mod = read_top(path)
     p = mod["ports"].get(port)
     if (p is None or p["direction"] != "input" or len(p["bits"]) != 1
             or f"{port}_global" in mod["cells"]):           # absent, or promoted already

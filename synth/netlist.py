@@ -1,5 +1,6 @@
 """Reading and rewriting an ECP5 netlist (Yosys JSON) between Yosys and nextpnr: the pieces
-the flow's netlist passes (synth/bram_outreg.py, synth/dsp_regs.py) share."""
+the flow's netlist passes (synth/bram_outreg.py, synth/dsp_regs.py, synth/global_reset.py)
+share."""
 from __future__ import annotations
 
 import json

@@ -69,7 +69,8 @@ PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 BRAM_OUTREG: set[str] = {"hcu", "wtu"}
 # blocks whose multipliers' operand and product registers move into the MULT18X18Ds before
 # nextpnr (synth/dsp_regs.py; Yosys's ECP5 mapping leaves them in the fabric, where vendor
-# flows absorb them): the WTU's 16 lane products, 1 024 bits (docs/wtu.md, session 39)
+# flows absorb them): the WTU's 16 lane products (operands and products) and its threshold's
+# three partial products (products only), 1 118 flip-flops (docs/wtu.md, session 39)
 DSP_REGS: set[str] = {"wtu"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
@@ -244,9 +245,9 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
     then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones moved); ``dsp_regs``: the
     multipliers' operand and product registers moved into the MULT18X18Ds
     (:func:`synth.dsp_regs.absorb`; ``ecp5.dsp_regs_ff`` the flip-flops moved, the FF count
-    those left); ``global_reset``: the
-    wrapper's reset on the global network before nextpnr (:func:`synth.global_reset.promote`,
-    ``ecp5.global_reset_loads`` the cell inputs it drives)."""
+    those left); ``global_reset``: the wrapper's reset on the global network before nextpnr
+    (:func:`synth.global_reset.promote`, ``ecp5.global_reset_loads`` the cell inputs it
+    drives)."""
     seeds = tuple(seeds or PNR_SEEDS.get(name, (1,)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
