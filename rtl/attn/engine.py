@@ -268,6 +268,7 @@ class AttentionEngine(wiring.Component):
                            depth=max(-(-self._n_hp // n), self._b_rows // n), init=[])
         m.submodules.bias_mem = bm
         x.bias_wr, x.bias_rd = bm.write_port(), bm.read_port()
+        x.bias_rd_next = bm.read_port()
         x.count_rd = bm.read_port()
         # the score buffer: two halves (row tiles) of n rows by b_rows // n words of n scores
         x.row_words = self._b_rows // n
@@ -303,8 +304,6 @@ class AttentionEngine(wiring.Component):
         x.kc = kc = Signal(16)                 # beats a row
         x.lt = lt = Signal(16)                 # column tiles
         x.mt = mt = Signal(16)                 # row tiles
-        x.kt = kt = Signal(16)                 # beats a tile: k padded to n
-        x.kt_pv = kt_pv = Signal(16)           # beats a P·V tile: l padded to n
         x.start = start = Signal()             # the A loader and the feeder may begin
         x.feed_done = Signal()
         x.out_done = Signal()
@@ -332,7 +331,7 @@ class AttentionEngine(wiring.Component):
         x.refuse = Signal()
 
         def row_chunk_step(row, chunk):
-            with m.If(chunk == kc - 1):
+            with m.If(chunk == x.m1.kc):
                 m.d.sync += [chunk.eq(0), row.eq(row + 1)]
             with m.Else():
                 m.d.sync += chunk.eq(chunk + 1)
@@ -344,20 +343,46 @@ class AttentionEngine(wiring.Component):
         a_left = Signal()
         b_left = Signal()
         # light attention's B: K's rows and V's, or K's alone in the maximum's pass unpaired
-        x.k_only = Signal()
-        m.d.comb += x.k_only.eq((cur.part == Part.MAX) & ~cur.pairs)
+        # the command's kind and part decoded once, into registers loaded with ``cur`` (the
+        # decoders had sat in front of the handshakes and enables: for the clock)
+        attend_p = p.kind == Kind.ATTEND
+        k_only_p = (p.part == Part.MAX) & ~p.pairs
+        flags = dict(
+            hash=p.kind == Kind.HASH, score=p.kind == Kind.SCORE, attend=attend_p,
+            scoring=(p.kind == Kind.SCORE) | attend_p,
+            part_max=p.part == Part.MAX, part_sum=p.part == Part.SUM,
+            part_whole=p.part == Part.WHOLE,
+            pv=attend_p & (p.part != Part.MAX),           # the job order has P·V tiles
+            k_only=k_only_p,                              # B is K's rows alone
+            kv=attend_p & ~k_only_p,                      # B is K's rows and V's
+            pairs=attend_p & p.pairs,                     # ... a token's K then its V
+            carry=(p.part == Part.SUM) & ~p.first,        # adds to earlier chunks' sums
+            absorb=(p.part == Part.SUM) & ~p.final,       # keeps its sums for later chunks
+            restart=(p.part != Part.MAX) | p.first,       # restarts the rows' maxima
+            causal=attend_p & (p.causal != 0))
+        x.is_ = SimpleNamespace(**{k: Signal(name=f"cmd_{k}") for k in flags})
+        # the sizes less one, in registers loaded with ``cur`` (the last-index compares
+        # had each sat behind a subtraction's carry chain); signed, so a zero size's -1 is
+        # no index, as it was
+        kcv = (p.k + n - 1) >> exact_log2(n)
+        ltv = (p.l + n - 1) >> exact_log2(n)
+        less = dict(kc=kcv - 1, lt=ltv - 1, mt=((p.m + n - 1) >> exact_log2(n)) - 1,
+                    kt=Mux(p.k < n, n, p.k) - 1,            # beats a tile: k padded to n
+                    kt_pv=Mux(p.l < n, n, p.l) - 1,         # a P·V tile's: l padded to n
+                    m=p.m - 1, l=p.l - 1, causal=p.causal - 1)
+        x.m1 = SimpleNamespace(**{k: Signal(signed(18), name=f"cmd_{k}_m1") for k in less})
+        x.k_only = x.is_.k_only
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
-                     b_left.eq(drop_b_row < Mux((cur.kind == Kind.ATTEND) & ~x.k_only,
-                                                cur.l << 1, cur.l))]
+                     b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
 
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    kcv = (p.k + n - 1) >> exact_log2(n)
-                    m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq((p.l + n - 1) >> exact_log2(n)),
+                    m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
+                    m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
+                    m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
                                  mt.eq((p.m + n - 1) >> exact_log2(n)),
-                                 kt.eq(Mux(p.k < n, n, p.k)), kt_pv.eq(Mux(p.l < n, n, p.l)),
                                  row.eq(0), chunk.eq(0)]
                     with m.If(bad_size | bad_kind | bad_hash):
                         m.d.comb += x.refuse.eq(1)
@@ -368,7 +393,7 @@ class AttentionEngine(wiring.Component):
                                      drop_b_chunk.eq(0),
                                      drop_bias.eq(Mux((p.kind == Kind.HASH) |
                                                       (p.kind == Kind.SCORE),
-                                                      (p.l + n - 1) >> exact_log2(n), 0))]
+                                                      ltv, 0))]
                         m.next = "DROP"
                     with m.Elif((p.kind == Kind.HASH) | (p.kind == Kind.SCORE)):
                         m.next = "BIAS"
@@ -391,7 +416,7 @@ class AttentionEngine(wiring.Component):
                              x.bias_wr.en.eq(self.bias.valid)]
                 with m.If(self.bias.valid):
                     m.d.sync += row.eq(row + 1)
-                    with m.If(row == lt - 1):
+                    with m.If(row == x.m1.lt):
                         m.d.sync += row.eq(0)
                         m.next = "LOAD_B"
             with m.State("LOAD_B"):
@@ -401,17 +426,17 @@ class AttentionEngine(wiring.Component):
                 for r, (wr, _) in enumerate(x.b_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.b.payload.data),
                                  wr.en.eq(self.b.valid & (lane == r))]
-                pairs = (cur.kind == Kind.ATTEND) & cur.pairs
+                pairs = x.is_.pairs
                 with m.If(self.b.valid):
-                    with m.If(pairs & (chunk == kc - 1)):
+                    with m.If(pairs & (chunk == x.m1.kc)):
                         m.d.sync += chunk.eq(0)          # this token's V row follows
                         m.next = "LOAD_V"
                     with m.Else():
                         row_chunk_step(row, chunk)
-                    with m.If(~pairs & (chunk == kc - 1) & (row == cur.l - 1)):
+                    with m.If(~pairs & (chunk == x.m1.kc) & (row == x.m1.l)):
                         m.d.sync += row.eq(0)
                         m.next = "RUN"
-                        with m.If((cur.kind == Kind.ATTEND) & ~x.k_only):
+                        with m.If(x.is_.kv):
                             m.next = "LOAD_V"
             with m.State("LOAD_V"):
                 m.d.comb += self.b.ready.eq(1)
@@ -419,9 +444,9 @@ class AttentionEngine(wiring.Component):
                              x.v_wr.data.eq(self.b.payload.data), x.v_wr.en.eq(self.b.valid)]
                 with m.If(self.b.valid):
                     row_chunk_step(row, chunk)
-                    with m.If((chunk == kc - 1) & (row == cur.l - 1)):
+                    with m.If((chunk == x.m1.kc) & (row == x.m1.l)):
                         m.next = "RUN"
-                    with m.Elif(cur.pairs & (chunk == kc - 1)):
+                    with m.Elif(cur.pairs & (chunk == x.m1.kc)):
                         m.next = "LOAD_B"
             with m.State("RUN"):
                 m.d.comb += start.eq(1)
@@ -453,7 +478,7 @@ class AttentionEngine(wiring.Component):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.a.payload.data),
                                  wr.en.eq(self.a.valid & (row == r))]
                 with m.If(self.a.valid):
-                    with m.If(chunk == x.kc - 1):
+                    with m.If(chunk == x.m1.kc):
                         m.d.sync += [chunk.eq(0), row.eq(row + 1)]
                         with m.If(row == rows_here - 1):
                             m.d.sync += [row.eq(0), tile.eq(tile + 1)]
@@ -475,8 +500,7 @@ class AttentionEngine(wiring.Component):
         ahead or all done. Returns (whether it is P·V, its row tile)."""
         pv = Signal(name=f"{name}_pv")
         tile = Signal(16, name=f"{name}_tile")
-        m.d.comb += [pv.eq((x.cur.kind == Kind.ATTEND) & (x.cur.part != Part.MAX) &
-                           ~((s_next < x.mt) & (s_next - p_next < 2))),
+        m.d.comb += [pv.eq(x.is_.pv & ~((s_next < x.mt) & (s_next - p_next < 2))),
                      tile.eq(Mux(pv, p_next, s_next))]
         return pv, tile
 
@@ -528,8 +552,8 @@ class AttentionEngine(wiring.Component):
         running = Signal()
         m.d.comb += [running.eq(x.start & reg["left"]),
                      issue.eq(advance & running & ready_half)]
-        kt_now = Mux(pv, x.kt_pv, x.kt)
-        last_j = Mux(pv, x.kc - 1, x.lt - 1)
+        kt_now_m1 = Mux(pv, x.m1.kt_pv, x.m1.kt)
+        last_j = Mux(pv, x.m1.kc, x.m1.lt)
         chunk = kk >> exact_log2(n) if n > 1 else kk
         for r in range(n):
             _, ard = x.a_mem[r]
@@ -545,7 +569,7 @@ class AttentionEngine(wiring.Component):
             base_j = tile_j << exact_log2(n)
             cols = Mux(pv, x.cur.k, x.cur.l)    # B's rows: V's dimensions in P·V
             m.d.sync += [f1_valid.eq(issue), f1_sel.eq(kk[:exact_log2(n)] if n > 1 else 0),
-                         f1_first.eq(kk == 0), f1_last.eq(kk == kt_now - 1),
+                         f1_first.eq(kk == 0), f1_last.eq(kk == kt_now_m1),
                          f1_in_k.eq(kk < Mux(pv, x.cur.l, x.cur.k)), f1_pv.eq(pv),
                          f1_a_rows.eq(Mux(x.cur.m - base_i >= n, n, x.cur.m - base_i)),
                          f1_b_rows.eq(Mux(cols - base_j >= n, n, cols - base_j))]
@@ -566,7 +590,7 @@ class AttentionEngine(wiring.Component):
         x.p_take = [Signal(name=f"p_take_{h}") for h in range(2)]
         m.d.comb += x.feed_stalled.eq(f1_valid & ~arr.i.ready)
         with m.If(issue):
-            with m.If(kk == kt_now - 1):
+            with m.If(kk == kt_now_m1):
                 m.d.sync += kk.eq(0)
                 with m.If(tile_j == last_j):
                     m.d.sync += [tile_j.eq(0), *(reg[k].eq(v) for k, v in tile_next.items())]
@@ -598,14 +622,14 @@ class AttentionEngine(wiring.Component):
         out_j = Signal(16)
         o = arr.o.payload
         take = Signal()
-        is_hash = x.cur.kind == Kind.HASH
+        is_hash = x.is_.hash
 
         # What the counters imply (the job, its row tile, its real rows, where the column
         # tile stands) is kept in registers beside them, set from the counters' next values,
         # so the array's ready (and through it the array's hold and the feeder) sees flags,
         # not compare chains (for the clock; cycle for cycle the same).
         def col_flags(pv, j_):
-            return dict(jl=j_ == x.lt - 1, jlast=j_ == Mux(pv, x.kc - 1, x.lt - 1))
+            return dict(jl=j_ == x.m1.lt, jlast=j_ == Mux(pv, x.m1.kc, x.m1.lt))
 
         def derive(s_, p_, j_, tag):
             pv, oi = self._job(m, x, s_, p_, f"out_{tag}")
@@ -616,7 +640,7 @@ class AttentionEngine(wiring.Component):
             rows = Signal(range(n + 1), name=f"out_rows_{tag}")
             m.d.comb += rows.eq(Mux(x.cur.m > base, Mux(x.cur.m - base >= n, n,
                                                          x.cur.m - base), 0))
-            return dict(pv=pv, oi=oi, rows=rows, li=oi == x.mt - 1, **col_flags(pv, j_))
+            return dict(pv=pv, oi=oi, rows=rows, li=oi == x.m1.mt, **col_flags(pv, j_))
 
         reg = dict(pv=Signal(name="out_pv"), oi=Signal(16, name="out_i"),
                    rows=Signal(range(n + 1), name="out_rows"),
@@ -653,18 +677,23 @@ class AttentionEngine(wiring.Component):
         # gemm
         m.d.comb += [self.o_gemm.payload.row.eq(grow),
                      self.o_gemm.payload.col.eq(out_j << exact_log2(n)),
-                     self.o_gemm.payload.last.eq(last_tile & (grow == x.cur.m - 1))]
+                     self.o_gemm.payload.last.eq(last_tile & (grow == x.m1.m))]
         for t in range(n):
             m.d.comb += self.o_gemm.payload.c[t].eq(o.c[t])
         # hash: bit j·n + t of the token is c[t] > bias[j·n + t]
-        # the bias word of the column tile in the array's output: read a cycle ahead, at the
-        # next tile's address when this row ends a tile
+        # the bias word of the column tile in the array's output: read a cycle ahead, the
+        # current tile's and the next one's (two ports, addresses from registers), the next
+        # one's taken when the row before ended a tile (the address had been chosen by the
+        # output's handshake: for the clock)
         next_j = Signal(16)
         m.d.comb += next_j.eq(Mux(x.out_j_lt_last, 0, out_j + 1))
-        m.d.comb += x.bias_rd.addr.eq(Mux(take & o.last, next_j, out_j))
+        m.d.comb += [x.bias_rd.addr.eq(out_j), x.bias_rd_next.addr.eq(next_j)]
+        moved = Signal()
+        m.d.sync += moved.eq(take & o.last)
         bits = Signal(n)
         for t in range(n):
-            m.d.comb += bits[t].eq(o.c[t] > x.bias_rd.data[t])
+            m.d.comb += bits[t].eq(o.c[t] > Mux(moved, x.bias_rd_next.data[t],
+                                                x.bias_rd.data[t]))
         # A row's bits of the tiles before its last shift in from the top of its register,
         # n at a time (tile j ends at bit j·n after the last tile's shift), so no bit goes
         # through a shift by the tile's index, and a register's earlier contents have left it
@@ -692,7 +721,7 @@ class AttentionEngine(wiring.Component):
                      self.o_hash.payload.layer.eq(x.cur.layer),
                      self.o_hash.payload.step.eq(x.cur.step),
                      self.o_hash.payload.first.eq(grow == 0),
-                     self.o_hash.payload.last.eq(grow == x.cur.m - 1)]
+                     self.o_hash.payload.last.eq(grow == x.m1.m)]
         emit_hash = Signal()
         m.d.comb += emit_hash.eq(x.out_j_lt_last)
         with m.If(~real):
@@ -703,7 +732,7 @@ class AttentionEngine(wiring.Component):
             m.d.comb += [self.o_hash.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_hash.ready)]
         with m.Elif(out_pv):
             m.d.comb += [x.div_valid.eq(arr.o.valid), arr.o.ready.eq(x.div_ready)]
-        with m.Elif((x.cur.kind == Kind.SCORE) | (x.cur.kind == Kind.ATTEND)):
+        with m.Elif(x.is_.scoring):
             m.d.comb += arr.o.ready.eq(~Array(x.score_full)[out_i[0]])   # a free half
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
@@ -745,8 +774,7 @@ class AttentionEngine(wiring.Component):
         half = x.out_i[0]
         col0 = x.out_j << exact_log2(n)
         scoring = Signal()
-        m.d.comb += scoring.eq(((x.cur.kind == Kind.SCORE) | (x.cur.kind == Kind.ATTEND)) &
-                               ~x.out_pv)
+        m.d.comb += scoring.eq(x.is_.scoring & ~x.out_pv)
         write = Signal()
         m.d.comb += write.eq(x.out_take & x.real & scoring)
         m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
@@ -756,17 +784,17 @@ class AttentionEngine(wiring.Component):
         # ``span - causal + pos + 1``, which is 0 or less when the row's tokens end before the
         # chunk (the whole chunk masked), and at most ``l`` (the columns past l are padding)
         pos = Signal(16)
-        causal = (x.cur.kind == Kind.ATTEND) & (x.cur.causal != 0)
+        causal = x.is_.causal
         lim_new = Signal(signed(SPAN_BITS + 2))
         lim_raw = Signal(signed(SPAN_BITS + 2))
-        span = Mux(x.cur.part == Part.WHOLE, x.cur.l, x.cur.span)
+        span = Mux(x.is_.part_whole, x.cur.l, x.cur.span)
         m.d.comb += [lim_raw.eq(span - x.cur.causal + pos + 1),
                      lim_new.eq(Mux(causal & (lim_raw < x.cur.l), lim_raw, x.cur.l))]
         lim = Signal(signed(SPAN_BITS + 2))
         m.d.comb += lim.eq(Mux(x.out_j == 0, lim_new,
                                Array(Array(x.row_lim[h]) for h in range(2))[half][o.row]))
         with m.If(write & (x.out_j == 0)):
-            m.d.sync += pos.eq(Mux(pos == x.cur.causal - 1, 0, pos + 1))
+            m.d.sync += pos.eq(Mux(pos == x.m1.causal, 0, pos + 1))
         with m.If(~x.start):
             m.d.sync += pos.eq(x.cur.pos0)
         lowest = Const(-(1 << (sb - 1)), signed(sb))
@@ -816,8 +844,7 @@ class AttentionEngine(wiring.Component):
         # on the first), then held through the sums' pass
         restart = Signal()
         hold = Signal()
-        m.d.comb += [restart.eq((x.cur.part != Part.MAX) | x.cur.first),
-                     hold.eq(x.cur.part == Part.SUM)]
+        m.d.comb += [restart.eq(x.is_.restart), hold.eq(x.is_.part_sum)]
         for h in range(2):
             for r in range(n):
                 cur_max = x.row_max[h][r]
@@ -859,7 +886,7 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [x.score_rd.addr.eq((ph * n + pr) * x.row_words + pj),
                      x.score_rd.en.eq(advance),
                      x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
-        row_last = pj == x.lt - 1
+        row_last = pj == x.m1.lt
         with m.If(advance):
             m.d.sync += [f1_valid.eq(issue), f1_col0.eq(pj << exact_log2(n)),
                          f1_max.eq(Array(Array(x.row_max[h]) for h in range(2))[ph][pr]),
@@ -868,7 +895,7 @@ class AttentionEngine(wiring.Component):
                          f1_tile_last.eq(row_last & (pr == rows_here - 1)),
                          f1_first.eq(pj == 0), f1_last.eq(row_last),
                          f1_head_last.eq(row_last &
-                                         ((ptile << exact_log2(n)) + pr == x.cur.m - 1))]
+                                         ((ptile << exact_log2(n)) + pr == x.m1.m))]
         with m.If(issue):
             with m.If(row_last):
                 m.d.sync += pj.eq(0)
@@ -904,7 +931,7 @@ class AttentionEngine(wiring.Component):
         o = self.o_score
         valid_in = Signal()                      # an exp word for the packer
         ready_in = Signal()
-        is_score = x.cur.kind == Kind.SCORE
+        is_score = x.is_.score
         m.d.comb += [valid_in.eq(exp.o.valid & is_score),
                      exp.o.ready.eq(Mux(is_score, ready_in, 1))]   # P words always taken
         entries = []
@@ -970,12 +997,10 @@ class AttentionEngine(wiring.Component):
         # light attention ends with its last output row; a chunk of the maximum's pass once
         # its row tile's exp pass is through (its one score half freed); a chunk of the sums'
         # pass that is not the final one once its P·V rows are in the sums
-        part = x.cur.part
-        attend_end = Mux(part == Part.MAX, x.p_ready[0],
-                         Mux((part == Part.SUM) & ~x.cur.final, x.out_done & x.pv_idle,
-                             attn_done))
+        attend_end = Mux(x.is_.part_max, x.p_ready[0],
+                         Mux(x.is_.absorb, x.out_done & x.pv_idle, attn_done))
         m.d.comb += x.score_done.eq(Mux(is_score, rows_out == x.cur.m,
-                                        (x.cur.kind != Kind.ATTEND) | attend_end))
+                                        ~x.is_.attend | attend_end))
 
     def _p_writer(self, m, x):
         """Light attention's weights from the exp unit into P, a word per row, and each row's
@@ -987,9 +1012,9 @@ class AttentionEngine(wiring.Component):
         den_bits = self._weight_bits - 1 + SPAN_BITS
         x.den = [[Signal(den_bits, name=f"den_{h}_{r}") for r in range(n)] for h in range(2)]
         carry = Signal()
-        m.d.comb += carry.eq((x.cur.part == Part.SUM) & ~x.cur.first)
+        m.d.comb += carry.eq(x.is_.carry)
         put = Signal()
-        m.d.comb += put.eq(exp.o.valid & (x.cur.kind == Kind.ATTEND))
+        m.d.comb += put.eq(exp.o.valid & x.is_.attend)
         w = [Signal(self._weight_bits, name=f"p_in_{t}") for t in range(n)]
         m.d.comb += [w[t].eq(Mux(ot.valid[t], exp.o.payload.w[t], 0)) for t in range(n)]
         total = reduce_tree(m, w, lambda p, q: p + q, "p_sum")
@@ -997,9 +1022,16 @@ class AttentionEngine(wiring.Component):
             m.d.comb += [wr.addr.eq(ot.half * x.row_words + ot.word),
                          wr.en.eq(put & (ot.row == r))]
             m.d.comb += [wr.data[t].eq(w[t]) for t in range(n)]
+        # the word's sum goes into its row's denominator a cycle later, from registers (for
+        # the clock: the exp unit's output, the lanes' masks, the adder tree and the running
+        # sum had been one path). Nothing reads a denominator that early: P·V starts once
+        # the tile's P is written, and its rows reach the dividers >= 2n + 2 cycles later.
+        d_put, d_first, d_row, d_half, d_total = register(
+            m, [put, ot.first & ~carry, ot.row, ot.half, total], "den_in")
+        for r in range(n):
             for h in range(2):
-                with m.If(put & (ot.row == r) & (ot.half == h)):
-                    m.d.sync += x.den[h][r].eq(Mux(ot.first & ~carry, 0, x.den[h][r]) + total)
+                with m.If(d_put & (d_row == r) & (d_half == h)):
+                    m.d.sync += x.den[h][r].eq(Mux(d_first, 0, x.den[h][r]) + d_total)
         for h in range(2):
             with m.If(put & ot.tile_last & (ot.half == h)):
                 m.d.sync += x.p_ready[h].eq(1)
@@ -1034,8 +1066,7 @@ class AttentionEngine(wiring.Component):
         sum_wr, sum_rd = sums.write_port(), sums.read_port()
         carry = Signal()                 # this chunk adds to the sums of earlier ones
         absorb = Signal()                # its sums stay for later chunks
-        m.d.comb += [carry.eq((x.cur.part == Part.SUM) & ~x.cur.first),
-                     absorb.eq((x.cur.part == Part.SUM) & ~x.cur.final)]
+        m.d.comb += [carry.eq(x.is_.carry), absorb.eq(x.is_.absorb)]
 
         def stage(name, width):
             return SimpleNamespace(
@@ -1062,7 +1093,7 @@ class AttentionEngine(wiring.Component):
             m.d.sync += [s1.valid.eq(1), s1.addr.eq(addr),
                          s1.den.eq(Array(Array(x.den[h]) for h in range(2))[x.out_i[0]][o.row]),
                          s1.row.eq(x.cur.row0 + x.grow), s1.col.eq(x.out_j << exact_log2(n)),
-                         s1.last.eq((x.grow == x.cur.m - 1) & (x.out_j == x.kc - 1)),
+                         s1.last.eq((x.grow == x.m1.m) & (x.out_j == x.m1.kc)),
                          *(s1.c[t].eq(o.c[t]) for t in range(n))]
         with m.Elif(s1_go):
             m.d.sync += s1.valid.eq(0)
@@ -1095,9 +1126,12 @@ class AttentionEngine(wiring.Component):
                 r_, q_ = rem[t], quo[t]
                 for b in range(self.DIV_BITS):
                     d_ = dsh >> b
+                    # one subtraction: its sign is the compare (one carry chain a step)
+                    diff = Signal(signed(max(r_bits, d_bits) + 1), name=f"div_diff_{t}_{b}")
                     ge = Signal(name=f"div_ge_{t}_{b}")
                     nr = Signal(r_bits, name=f"div_rem_{t}_{b}")
-                    m.d.comb += [ge.eq(r_ >= d_), nr.eq(Mux(ge, r_ - d_, r_))]
+                    m.d.comb += [diff.eq(r_ - d_), ge.eq(~diff[-1]),
+                                 nr.eq(Mux(ge, diff[:r_bits], r_))]
                     r_, q_ = nr, Cat(ge, q_[:-1])
                 m.d.sync += [rem[t].eq(r_), quo[t].eq(q_)]
             m.d.sync += [dsh.eq(dsh >> self.DIV_BITS), count.eq(count - self.DIV_BITS)]

@@ -21,7 +21,10 @@ class ExpUnit(wiring.Component):
     ``2**frac_bits`` entries per lane. A beat's ``tag`` (any layout, or none) travels with it.
 
     Timing: a fully pipelined stream, one beat a cycle; :attr:`latency` cycles from a beat's
-    transfer on ``i`` to its offer on ``o``; back-pressure on ``o`` stalls every stage.
+    transfer on ``i`` to its offer on ``o``. Back-pressure on ``o`` does not stall the
+    pipeline: beats wait in a queue of :attr:`QUEUE` beats behind the output register, and
+    ``i`` is refused only when the beats in flight could fill it (never while ``o`` is
+    ready).
 
     Parameters (keyword-only, all required; ``from_config``; ``vrex.rules.exp_rules``)
         ``lanes`` weights a beat; ``frac_bits`` table index bits (table of 2**frac_bits);
@@ -66,46 +69,79 @@ class ExpUnit(wiring.Component):
         size = 1 << self._frac_bits
         return [int((one * 2.0 ** (-f / size)) + 0.5) for f in range(size)]
 
+    QUEUE = 8           # beats the output queue holds while ``o`` is blocked
+
     def elaborate(self, platform):
         m = Module()
         N, F, Wb = self._lanes, self._frac_bits, self._weight_bits
         prod_bits = self._x_bits + 17
         has_tag = "tag" in dict(self.in_layout.members)
+        Q = self.QUEUE
 
-        # every stage advances when the output is free or taken
-        advance = Signal()
-        valid = [Signal(name=f"s{k}_valid") for k in range(5)]
-        m.d.comb += [advance.eq(~valid[4] | self.o.ready),
-                     self.i.ready.eq(advance),
-                     self.o.valid.eq(valid[4])]
-        with m.If(advance):
-            m.d.sync += [valid[0].eq(self.i.valid)] + [
-                valid[k].eq(valid[k - 1]) for k in range(1, 5)]
+        # Stages s0-s3 never stall (no enable on their registers: a stall signal from ``o``
+        # had reached thousands of enables in the engine). A beat leaving s3 goes into the
+        # output register s4 or, while that is blocked, into a queue of Q beats; the input
+        # is ready while the beats taken and not yet delivered (``held``, a counter) leave a
+        # place for every one of them beside s4, so nothing is ever dropped. Unblocked, at
+        # most 5 beats are held (s0-s3 and s4), so the input is never refused: one beat a
+        # cycle at the same latency.
+        valid = [Signal(name=f"s{k}_valid") for k in range(4)]
+        take, give = Signal(), Signal()
+        held = Signal(range(Q + 3))
+        o_valid = Signal(name="s4_valid")
+        m.d.comb += [self.i.ready.eq(held <= Q),
+                     take.eq(self.i.valid & self.i.ready),
+                     self.o.valid.eq(o_valid),
+                     give.eq(o_valid & self.o.ready)]
+        m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1]) for k in range(1, 4)]
+        m.d.sync += held.eq(held + take - give)
+        beat = Signal(self.out_layout)          # the beat leaving s3, as s4 would hold it
         if has_tag:
-            tags = [Signal(self.in_layout.members["tag"], name=f"s{k}_tag") for k in range(5)]
-            with m.If(advance):
-                m.d.sync += [tags[0].eq(self.i.payload.tag)] + [
-                    tags[k].eq(tags[k - 1]) for k in range(1, 5)]
-            m.d.comb += self.o.payload.tag.eq(tags[4])
+            tags = [Signal(self.in_layout.members["tag"], name=f"s{k}_tag", reset_less=True)
+                    for k in range(4)]
+            m.d.sync += [tags[0].eq(self.i.payload.tag)] + [
+                tags[k].eq(tags[k - 1]) for k in range(1, 4)]
+            m.d.comb += beat.tag.eq(tags[3])
 
         rom = memory.Memory(shape=Wb, depth=1 << F, init=self.table)
         m.submodules.rom = rom
         for j in range(N):
             # s0: x as it arrives (in the engine it comes straight from the score memory
             # less the row's maximum: with the multiplier in one cycle it limited the clock)
-            s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}")
-            s1_prod = Signal(signed(prod_bits), name=f"s1_prod_{j}")
-            s2_n = Signal(prod_bits, name=f"s2_n_{j}")
-            s3_ip = Signal(prod_bits - F, name=f"s3_ip_{j}")
-            s4_w = Signal(Wb, name=f"s4_w_{j}")
+            s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}", reset_less=True)
+            s1_prod = Signal(signed(prod_bits), name=f"s1_prod_{j}", reset_less=True)
+            s2_n = Signal(prod_bits, name=f"s2_n_{j}", reset_less=True)
+            s3_ip = Signal(prod_bits - F, name=f"s3_ip_{j}", reset_less=True)
             rd = rom.read_port()              # one ROM port per lane (a LUT ROM on FPGAs)
             shifted = Signal(signed(prod_bits), name=f"s1_shift_{j}")
-            m.d.comb += [shifted.eq(s1_prod >> self.beta_shift),
-                         rd.addr.eq(s2_n[:F]), rd.en.eq(advance)]
-            with m.If(advance):
-                m.d.sync += [s0_x.eq(self.i.payload.x[j]), s1_prod.eq(s0_x * self.beta_m),
-                             s2_n.eq(-shifted),
-                             s3_ip.eq(s2_n[F:])]
-                m.d.sync += s4_w.eq(Mux(s3_ip >= Wb, 0, rd.data >> s3_ip[:max(1, (Wb - 1).bit_length())]))
-            m.d.comb += self.o.payload.w[j].eq(s4_w)
+            m.d.comb += [shifted.eq(s1_prod >> self.beta_shift), rd.addr.eq(s2_n[:F])]
+            m.d.sync += [s0_x.eq(self.i.payload.x[j]), s1_prod.eq(s0_x * self.beta_m),
+                         s2_n.eq(-shifted), s3_ip.eq(s2_n[F:])]
+            m.d.comb += beat.w[j].eq(Mux(s3_ip >= Wb, 0,
+                                         rd.data >> s3_ip[:max(1, (Wb - 1).bit_length())]))
+
+        # s4 and the queue behind it (first in, first out; s4 takes the queue's oldest beat
+        # before a new one)
+        queue = memory.Memory(shape=self.out_layout, depth=Q, init=[])
+        m.submodules.queue = queue
+        q_wr, q_rd = queue.write_port(), queue.read_port(domain="comb")
+        head, tail = Signal(range(Q)), Signal(range(Q))
+        level = Signal(range(Q + 1))
+        s4 = Signal(self.out_layout, name="s4", reset_less=True)
+        free = Signal()
+        pop, push = Signal(), Signal()
+        m.d.comb += [free.eq(~o_valid | self.o.ready),
+                     pop.eq(free & (level != 0)),
+                     push.eq(valid[3] & ~(free & (level == 0))),
+                     q_rd.addr.eq(head), q_wr.addr.eq(tail), q_wr.data.eq(beat),
+                     q_wr.en.eq(push),
+                     self.o.payload.eq(s4)]
+        with m.If(free):
+            m.d.sync += [o_valid.eq(valid[3] | (level != 0)),
+                         s4.eq(Mux(level != 0, q_rd.data, beat))]
+        with m.If(push):
+            m.d.sync += tail.eq(tail + 1)
+        with m.If(pop):
+            m.d.sync += head.eq(head + 1)
+        m.d.sync += level.eq(level + push - pop)
         return m
