@@ -371,6 +371,9 @@ class AttentionEngine(wiring.Component):
                     kt_pv=Mux(p.l < n, n, p.l) - 1,         # a P·V tile's: l padded to n
                     m=p.m - 1, l=p.l - 1, causal=p.causal - 1)
         x.m1 = SimpleNamespace(**{k: Signal(signed(18), name=f"cmd_{k}_m1") for k in less})
+        # light attention's row limit less the row's position (_score_writer)
+        lim_base = Mux(p.part == Part.WHOLE, p.l, p.span) - p.causal + 1
+        x.lim_base = Signal(signed(SPAN_BITS + 3), name="cmd_lim_base")
         x.k_only = x.is_.k_only
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
                      b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
@@ -381,6 +384,7 @@ class AttentionEngine(wiring.Component):
                 with m.If(self.cmd.valid):
                     m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
                     m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
+                    m.d.sync += x.lim_base.eq(lim_base)
                     m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
                                  mt.eq((p.m + n - 1) >> exact_log2(n)),
                                  row.eq(0), chunk.eq(0)]
@@ -620,6 +624,7 @@ class AttentionEngine(wiring.Component):
         out_s = Signal(16)                      # the next row tile whose scores come out
         out_p = Signal(16)                      # the next row tile whose P·V comes out
         out_j = Signal(16)
+        out_j1 = Signal(16, init=1)             # out_j + 1, kept beside it (for the clock)
         o = arr.o.payload
         take = Signal()
         is_hash = x.is_.hash
@@ -655,7 +660,7 @@ class AttentionEngine(wiring.Component):
             tile_next = dict(zip(nxt, register(m, list(nxt.values()), "out_next_b")))
         else:
             tile_next = derive(out_s + ~reg["pv"], out_p + reg["pv"], Const(0, 16), "tile")
-        step_next = col_flags(reg["pv"], out_j + 1)     # a column tile on, same row tile
+        step_next = col_flags(reg["pv"], out_j1)        # a column tile on, same row tile
         zero = derive(Const(0, 16), Const(0, 16), Const(0, 16), "zero")
         out_pv, out_i, last_j_now = reg["pv"], reg["oi"], reg["jlast"]
         grow = Signal(16)
@@ -686,7 +691,7 @@ class AttentionEngine(wiring.Component):
         # one's taken when the row before ended a tile (the address had been chosen by the
         # output's handshake: for the clock)
         next_j = Signal(16)
-        m.d.comb += next_j.eq(Mux(x.out_j_lt_last, 0, out_j + 1))
+        m.d.comb += next_j.eq(Mux(x.out_j_lt_last, 0, out_j1))
         m.d.comb += [x.bias_rd.addr.eq(out_j), x.bias_rd_next.addr.eq(next_j)]
         moved = Signal()
         m.d.sync += moved.eq(take & o.last)
@@ -743,16 +748,16 @@ class AttentionEngine(wiring.Component):
         with m.If(take):
             with m.If(o.last):
                 with m.If(last_j_now):
-                    m.d.sync += out_j.eq(0)
+                    m.d.sync += [out_j.eq(0), out_j1.eq(1)]
                     with m.If(out_pv):
                         m.d.sync += out_p.eq(out_p + 1)
                     with m.Else():
                         m.d.sync += out_s.eq(out_s + 1)
                 with m.Else():
-                    m.d.sync += out_j.eq(out_j + 1)
+                    m.d.sync += [out_j.eq(out_j1), out_j1.eq(out_j1 + 1)]
         m.d.comb += x.out_done.eq(out_i >= x.mt)
         with m.If(~x.start):
-            m.d.sync += [out_s.eq(0), out_p.eq(0), out_j.eq(0)]
+            m.d.sync += [out_s.eq(0), out_p.eq(0), out_j.eq(0), out_j1.eq(1)]
         x.out_stalled = Signal()
         m.d.comb += x.out_stalled.eq(arr.o.valid & ~arr.o.ready)
 
@@ -787,8 +792,7 @@ class AttentionEngine(wiring.Component):
         causal = x.is_.causal
         lim_new = Signal(signed(SPAN_BITS + 2))
         lim_raw = Signal(signed(SPAN_BITS + 2))
-        span = Mux(x.is_.part_whole, x.cur.l, x.cur.span)
-        m.d.comb += [lim_raw.eq(span - x.cur.causal + pos + 1),
+        m.d.comb += [lim_raw.eq(x.lim_base + pos),
                      lim_new.eq(Mux(causal & (lim_raw < x.cur.l), lim_raw, x.cur.l))]
         lim = Signal(signed(SPAN_BITS + 2))
         m.d.comb += lim.eq(Mux(x.out_j == 0, lim_new,
@@ -958,11 +962,17 @@ class AttentionEngine(wiring.Component):
             with m.If(slot == 0):
                 m.d.comb += merged.first.eq(ot.first)
             m.d.comb += [merged.last.eq(ot.last), merged.head_last.eq(ot.head_last)]
+            # o's payload loads with every word taken (while o is empty or being taken, so
+            # nothing offered changes), o.valid only with a beat's last word: the payload's
+            # enable does not wait for the slot's compare (for the clock)
+            complete = Signal()
+            m.d.comb += complete.eq(ot.last | (slot == g - 1))
             with m.If(valid_in & can):
-                with m.If(ot.last | (slot == g - 1)):
-                    m.d.sync += [o.payload.eq(merged), o.valid.eq(1), slot.eq(0), asm.eq(0)]
+                m.d.sync += [o.payload.eq(merged), asm.eq(Mux(complete, 0, merged))]
+                with m.If(complete):
+                    m.d.sync += [o.valid.eq(1), slot.eq(0)]
                 with m.Else():
-                    m.d.sync += [asm.eq(merged), slot.eq(slot + 1)]
+                    m.d.sync += slot.eq(slot + 1)
             with m.If(~x.start):
                 m.d.sync += [slot.eq(0), asm.eq(0)]
         else:
@@ -1079,10 +1089,11 @@ class AttentionEngine(wiring.Component):
         s1, s2 = stage("pv_s1", self._acc_bits), stage("pv_s2", nb)
         busy = Signal()
         done = Signal()
-        div_free = Signal()
+        # ~busy & ~done, as a register of its own (``busy`` enables some thousand divider
+        # registers; the handshakes back to the array see this one)
+        div_free = Signal(init=1)
         s2_go, s1_go = Signal(), Signal()
-        m.d.comb += [div_free.eq(~busy & ~done),
-                     s2_go.eq(s2.valid & (absorb | div_free)),
+        m.d.comb += [s2_go.eq(s2.valid & (absorb | div_free)),
                      s1_go.eq(s1.valid & (~s2.valid | s2_go)),
                      x.div_ready.eq(~s1.valid | s1_go)]
         take = Signal()
@@ -1143,8 +1154,15 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [self.o_attn.valid.eq(done), p.row.eq(row), p.col.eq(col), p.last.eq(last)]
         with m.If(self.o_attn.valid & self.o_attn.ready):
             m.d.sync += done.eq(0)
+        # div_free's next value: free once the row's beat is taken, busy from a division's
+        # start (the divider is free then, so its beat is not being taken)
+        with m.If(s2_go & ~absorb):
+            m.d.sync += div_free.eq(0)
+        with m.Elif(done & self.o_attn.ready):
+            m.d.sync += div_free.eq(1)
         with m.If(~x.start):
-            m.d.sync += [busy.eq(0), done.eq(0), s1.valid.eq(0), s2.valid.eq(0)]
+            m.d.sync += [busy.eq(0), done.eq(0), div_free.eq(1), s1.valid.eq(0),
+                         s2.valid.eq(0)]
 
     def _counters(self, m, x):
         perf, ap = self.perf, self._array.perf
