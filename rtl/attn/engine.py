@@ -220,7 +220,8 @@ class AttentionEngine(wiring.Component):
 
     def command_cycles(self, m: int, k: int, l: int, hash_: bool = False) -> int:
         """Cycles from a command's transfer to its last output beat, every operand stream
-        valid and every output ready: biases (hash), B's rows, A's first row tile, then one
+        valid and every output ready: the command's check (a cycle), biases (hash), B's
+        rows, A's first row tile, then one
         tile of ``max(k, n)`` beats per row tile and column tile (the next row tile loads
         meanwhile), and the array's flush up to the last real row (model checked against the
         RTL in the tests)."""
@@ -228,7 +229,7 @@ class AttentionEngine(wiring.Component):
         kc = -(-k // n)
         mt, lt = -(-m // n), -(-l // n)
         first_rows = min(n, m)
-        return (1 + (lt if hash_ else 0) + l * kc + first_rows * kc + 2
+        return (2 + (lt if hash_ else 0) + l * kc + first_rows * kc + 2
                 + mt * lt * max(k, n) - 1 + self._array.latency - (n - 1 - (m - 1) % n))
 
     def elaborate(self, platform):
@@ -309,22 +310,26 @@ class AttentionEngine(wiring.Component):
         x.out_done = Signal()
         x.score_done = Signal()
         p = self.cmd.payload
+        # the checks, on the command taken (``cur``) the cycle after it is taken: they had
+        # run on the stream's payload in the cycle of the handshake, into the error
+        # registers and the state (for the clock; a cycle a command)
         bad_size = Signal()
         bad_kind = Signal()
         bad_hash = Signal()
-        attend = p.kind == Kind.ATTEND
+        attend = cur.kind == Kind.ATTEND
         # a chunk of a chunked light attention: one row tile, the chunk inside the set
         bad_part = Signal()
-        m.d.comb += bad_part.eq((p.part != Part.WHOLE) &
-                                (~attend | (p.part > Part.SUM) | (p.m > n) | (p.span < p.l)))
+        m.d.comb += bad_part.eq((cur.part != Part.WHOLE) &
+                                (~attend | (cur.part > Part.SUM) | (cur.m > n) |
+                                 (cur.span < cur.l)))
         m.d.comb += [
-            bad_size.eq((p.m == 0) | (p.k == 0) | (p.l == 0) | (p.k > self._k_buf) |
-                        (p.l > self._b_rows) | bad_part |
-                        (((p.kind == Kind.SCORE) | attend) & (p.k > self.score_k_max)) |
-                        (attend & (p.part == Part.WHOLE) & (p.causal > p.l)) |
-                        (attend & (p.causal != 0) & (p.pos0 >= p.causal))),
-            bad_kind.eq(p.kind > Kind.ATTEND),
-            bad_hash.eq((p.kind == Kind.HASH) & (p.l != self._n_hp)),
+            bad_size.eq((cur.m == 0) | (cur.k == 0) | (cur.l == 0) | (cur.k > self._k_buf) |
+                        (cur.l > self._b_rows) | bad_part |
+                        (((cur.kind == Kind.SCORE) | attend) & (cur.k > self.score_k_max)) |
+                        (attend & (cur.part == Part.WHOLE) & (cur.causal > cur.l)) |
+                        (attend & (cur.causal != 0) & (cur.pos0 >= cur.causal))),
+            bad_kind.eq(cur.kind > Kind.ATTEND),
+            bad_hash.eq((cur.kind == Kind.HASH) & (cur.l != self._n_hp)),
         ]
         row = Signal(16)
         chunk = Signal(16)
@@ -388,21 +393,21 @@ class AttentionEngine(wiring.Component):
                     m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
                                  mt.eq((p.m + n - 1) >> exact_log2(n)),
                                  row.eq(0), chunk.eq(0)]
-                    with m.If(bad_size | bad_kind | bad_hash):
-                        m.d.comb += x.refuse.eq(1)
-                        m.d.sync += [self.error.eq(1),
-                                     self.error_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
-                                     drop_a_row.eq(Mux(kcv == 0, p.m, 0)), drop_a_chunk.eq(0),
-                                     drop_b_row.eq(Mux(kcv == 0, p.l << 1, 0)),
-                                     drop_b_chunk.eq(0),
-                                     drop_bias.eq(Mux((p.kind == Kind.HASH) |
-                                                      (p.kind == Kind.SCORE),
-                                                      ltv, 0))]
-                        m.next = "DROP"
-                    with m.Elif((p.kind == Kind.HASH) | (p.kind == Kind.SCORE)):
-                        m.next = "BIAS"
-                    with m.Else():
-                        m.next = "LOAD_B"
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                with m.If(bad_size | bad_kind | bad_hash):
+                    m.d.comb += x.refuse.eq(1)
+                    m.d.sync += [self.error.eq(1),
+                                 self.error_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
+                                 drop_a_row.eq(Mux(kc == 0, cur.m, 0)), drop_a_chunk.eq(0),
+                                 drop_b_row.eq(Mux(kc == 0, cur.l << 1, 0)),
+                                 drop_b_chunk.eq(0),
+                                 drop_bias.eq(Mux(x.is_.hash | x.is_.score, lt, 0))]
+                    m.next = "DROP"
+                with m.Elif(x.is_.hash | x.is_.score):
+                    m.next = "BIAS"
+                with m.Else():
+                    m.next = "LOAD_B"
             with m.State("DROP"):
                 m.d.comb += [self.a.ready.eq(a_left), self.b.ready.eq(b_left),
                              self.bias.ready.eq(drop_bias != 0)]

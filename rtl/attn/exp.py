@@ -110,13 +110,18 @@ class ExpUnit(wiring.Component):
             # less the row's maximum: with the multiplier in one cycle it limited the clock)
             s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}", reset_less=True)
             s1_prod = Signal(signed(prod_bits), name=f"s1_prod_{j}", reset_less=True)
-            s2_n = Signal(prod_bits, name=f"s2_n_{j}", reset_less=True)
+            # s2 keeps the shifted product and n's low bits (n = -shifted: its low bits
+            # need only the shifted product's, a short carry chain; the whole negation
+            # waits for s3, for the clock)
+            s2_v = Signal(signed(prod_bits), name=f"s2_v_{j}", reset_less=True)
+            s2_lo = Signal(F, name=f"s2_lo_{j}", reset_less=True)
             s3_ip = Signal(prod_bits - F, name=f"s3_ip_{j}", reset_less=True)
             rd = rom.read_port()              # one ROM port per lane (a LUT ROM on FPGAs)
             shifted = Signal(signed(prod_bits), name=f"s1_shift_{j}")
-            m.d.comb += [shifted.eq(s1_prod >> self.beta_shift), rd.addr.eq(s2_n[:F])]
+            m.d.comb += [shifted.eq(s1_prod >> self.beta_shift), rd.addr.eq(s2_lo)]
             m.d.sync += [s0_x.eq(self.i.payload.x[j]), s1_prod.eq(s0_x * self.beta_m),
-                         s2_n.eq(-shifted), s3_ip.eq(s2_n[F:])]
+                         s2_v.eq(shifted), s2_lo.eq(-shifted[:F]),
+                         s3_ip.eq((-s2_v)[F:])]
             m.d.comb += beat.w[j].eq(Mux(s3_ip >= Wb, 0,
                                          rd.data >> s3_ip[:max(1, (Wb - 1).bit_length())]))
 
