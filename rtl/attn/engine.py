@@ -1105,12 +1105,16 @@ class AttentionEngine(wiring.Component):
         m.d.comb += take.eq(x.div_valid & x.div_ready)
         addr = Cat(o.row, x.out_j) if n > 1 else x.out_j
         m.d.comb += [sum_rd.addr.eq(addr), sum_rd.en.eq(take)]
-        with m.If(take):
-            m.d.sync += [s1.valid.eq(1), s1.addr.eq(addr),
+        # s1's data loads whenever s1 is free or leaving, its valid flag with the row's
+        # transfer (the data's enables do not wait for the array's handshake: for the clock)
+        with m.If(x.div_ready):
+            m.d.sync += [s1.addr.eq(addr),
                          s1.den.eq(Array(Array(x.den[h]) for h in range(2))[x.out_i[0]][o.row]),
                          s1.row.eq(x.cur.row0 + x.grow), s1.col.eq(x.out_j << exact_log2(n)),
                          s1.last.eq((x.grow == x.m1.m) & (x.out_j == x.m1.kc)),
                          *(s1.c[t].eq(o.c[t]) for t in range(n))]
+        with m.If(take):
+            m.d.sync += s1.valid.eq(1)
         with m.Elif(s1_go):
             m.d.sync += s1.valid.eq(0)
         with m.If(s1_go):
