@@ -305,7 +305,10 @@ class AttentionEngine(wiring.Component):
         x.kc = kc = Signal(16)                 # beats a row
         x.lt = lt = Signal(16)                 # column tiles
         x.mt = mt = Signal(16)                 # row tiles
-        x.start = start = Signal()             # the A loader and the feeder may begin
+        # the A loader and the feeder may begin: the state is RUN (a register set and
+        # cleared with the state's moves, not a decoder of the state: it enables and resets
+        # much of the engine)
+        x.start = start = Signal()
         x.feed_done = Signal()
         x.out_done = Signal()
         x.score_done = Signal()
@@ -443,7 +446,7 @@ class AttentionEngine(wiring.Component):
                     with m.Else():
                         row_chunk_step(row, chunk)
                     with m.If(~pairs & (chunk == x.m1.kc) & (row == x.m1.l)):
-                        m.d.sync += row.eq(0)
+                        m.d.sync += [row.eq(0), start.eq(~x.is_.kv)]
                         m.next = "RUN"
                         with m.If(x.is_.kv):
                             m.next = "LOAD_V"
@@ -454,12 +457,13 @@ class AttentionEngine(wiring.Component):
                 with m.If(self.b.valid):
                     row_chunk_step(row, chunk)
                     with m.If((chunk == x.m1.kc) & (row == x.m1.l)):
+                        m.d.sync += start.eq(1)
                         m.next = "RUN"
                     with m.Elif(cur.pairs & (chunk == x.m1.kc)):
                         m.next = "LOAD_B"
             with m.State("RUN"):
-                m.d.comb += start.eq(1)
                 with m.If(x.feed_done & x.out_done & x.score_done):
+                    m.d.sync += start.eq(0)
                     m.next = "IDLE"
 
     def _a_loader(self, m, x):
@@ -812,11 +816,12 @@ class AttentionEngine(wiring.Component):
         # The row maxima trail the writes by a pipeline (for the clock: the array's drain
         # multiplexer, the masks, a tree of n compares and the running compare in one cycle
         # limited the engine): from n = 4 on, s0 registers the beat with its limit and first
-        # column, s1 the masked beat, s2 the tree's lower half, and the running maximum takes
-        # the rest. Nothing waits for it: row r's last beat is taken at least n - 1 - r cycles
-        # before its tile's half is full, and the exp stage reads row r's maximum
-        # r·ceil(l / n) >= r cycles after that, so a maximum d cycles late is still in time
-        # when d <= n - 1 (d = 3 from n = 4 on, 1 at n = 2, none at n = 1).
+        # column, s1 the masked beat, s2 the tree's lower half, from n = 8 on s3 the beat's
+        # maximum, and the running maximum takes the rest. Nothing waits for it: row r's
+        # last beat is taken at least n - 1 - r cycles before its tile's half is full, and
+        # the exp stage reads row r's maximum r·ceil(l / n) >= r cycles after that, so a
+        # maximum d cycles late is still in time when d <= n - 1 (d = 4 from n = 8 on, 3 at
+        # n = 4, 1 at n = 2, none at n = 1).
         vmax = lambda p, q: Mux(p > q, p, q)
         upd = SimpleNamespace(valid=write, half=half, row=o.row, first=x.out_j == 0)
 
@@ -849,6 +854,8 @@ class AttentionEngine(wiring.Component):
             part = reduce_tree(m, vals, vmax, "score_beat_max_lo", levels=(levels + 1) // 2)
             upd, vals = stage(upd, part, "score_s2")
         beat_max = reduce_tree(m, vals, vmax, "score_beat_max")
+        if levels >= 3:
+            upd, (beat_max,) = stage(upd, [beat_max], "score_s3")
         # a chunked attention's maximum: carried from chunk to chunk of its pass (restarted
         # on the first), then held through the sums' pass
         restart = Signal()
