@@ -313,27 +313,6 @@ class AttentionEngine(wiring.Component):
         x.out_done = Signal()
         x.score_done = Signal()
         p = self.cmd.payload
-        # the checks, on the command taken (``cur``) the cycle after it is taken: they had
-        # run on the stream's payload in the cycle of the handshake, into the error
-        # registers and the state (for the clock; a cycle a command)
-        bad_size = Signal()
-        bad_kind = Signal()
-        bad_hash = Signal()
-        attend = cur.kind == Kind.ATTEND
-        # a chunk of a chunked light attention: one row tile, the chunk inside the set
-        bad_part = Signal()
-        m.d.comb += bad_part.eq((cur.part != Part.WHOLE) &
-                                (~attend | (cur.part > Part.SUM) | (cur.m > n) |
-                                 (cur.span < cur.l)))
-        m.d.comb += [
-            bad_size.eq((cur.m == 0) | (cur.k == 0) | (cur.l == 0) | (cur.k > self._k_buf) |
-                        (cur.l > self._b_rows) | bad_part |
-                        (((cur.kind == Kind.SCORE) | attend) & (cur.k > self.score_k_max)) |
-                        (attend & (cur.part == Part.WHOLE) & (cur.causal > cur.l)) |
-                        (attend & (cur.causal != 0) & (cur.pos0 >= cur.causal))),
-            bad_kind.eq(cur.kind > Kind.ATTEND),
-            bad_hash.eq((cur.kind == Kind.HASH) & (cur.l != self._n_hp)),
-        ]
         row = Signal(16)
         chunk = Signal(16)
         x.refuse = Signal()
@@ -350,7 +329,6 @@ class AttentionEngine(wiring.Component):
         drop_bias = Signal(16)
         a_left = Signal()
         b_left = Signal()
-        # light attention's B: K's rows and V's, or K's alone in the maximum's pass unpaired
         # the command's kind and part decoded once, into registers loaded with ``cur`` (the
         # decoders had sat in front of the handshakes and enables: for the clock)
         attend_p = p.kind == Kind.ATTEND
@@ -359,10 +337,9 @@ class AttentionEngine(wiring.Component):
             hash=p.kind == Kind.HASH, score=p.kind == Kind.SCORE, attend=attend_p,
             scoring=(p.kind == Kind.SCORE) | attend_p,
             part_max=p.part == Part.MAX, part_sum=p.part == Part.SUM,
-            part_whole=p.part == Part.WHOLE,
             pv=attend_p & (p.part != Part.MAX),           # the job order has P·V tiles
-            k_only=k_only_p,                              # B is K's rows alone
-            kv=attend_p & ~k_only_p,                      # B is K's rows and V's
+            kv=attend_p & ~k_only_p,      # B is K's rows and V's (not K's alone: a
+                                          # maximum's pass, unpaired)
             pairs=attend_p & p.pairs,                     # ... a token's K then its V
             carry=(p.part == Part.SUM) & ~p.first,        # adds to earlier chunks' sums
             absorb=(p.part == Part.SUM) & ~p.final,       # keeps its sums for later chunks
@@ -382,7 +359,27 @@ class AttentionEngine(wiring.Component):
         # light attention's row limit less the row's position (_score_writer)
         lim_base = Mux(p.part == Part.WHOLE, p.l, p.span) - p.causal + 1
         x.lim_base = Signal(signed(SPAN_BITS + 3), name="cmd_lim_base")
-        x.k_only = x.is_.k_only
+        # the checks, on the command taken (``cur``) the cycle after it is taken: they had
+        # run on the stream's payload in the cycle of the handshake, into the error
+        # registers and the state (for the clock; a cycle a command)
+        bad_size = Signal()
+        bad_kind = Signal()
+        bad_hash = Signal()
+        attend = x.is_.attend
+        # a chunk of a chunked light attention: one row tile, the chunk inside the set
+        bad_part = Signal()
+        m.d.comb += bad_part.eq((cur.part != Part.WHOLE) &
+                                (~attend | (cur.part > Part.SUM) | (cur.m > n) |
+                                 (cur.span < cur.l)))
+        m.d.comb += [
+            bad_size.eq((cur.m == 0) | (cur.k == 0) | (cur.l == 0) | (cur.k > self._k_buf) |
+                        (cur.l > self._b_rows) | bad_part |
+                        (x.is_.scoring & (cur.k > self.score_k_max)) |
+                        (attend & (cur.part == Part.WHOLE) & (cur.causal > cur.l)) |
+                        (attend & (cur.causal != 0) & (cur.pos0 >= cur.causal))),
+            bad_kind.eq(cur.kind > Kind.ATTEND),
+            bad_hash.eq(x.is_.hash & (cur.l != self._n_hp)),
+        ]
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
                      b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
 
