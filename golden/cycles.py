@@ -86,7 +86,7 @@ def score_cycles(n: int, m: int, k: int, l: int) -> int:
         return 0
     kc, mt, lt = _cdiv(k, n), _cdiv(m, n), _cdiv(l, n)
     array_latency = 2 * n + 2       # rtl/attn/array.py: SystolicArray.latency
-    return (2 + l * kc + min(n, m) * kc + 2 + mt * lt * max(k, n) - 1 + array_latency
+    return (2 + l * kc + min(n, m) * kc + 3 + mt * lt * max(k, n) - 1 + array_latency
             - (n - 1 - (m - 1) % n))
 
 
@@ -100,9 +100,9 @@ def part_cycles(n: int, d: int, m: int, l: int, part: int, pairs: bool = True) -
     (verif/attn/test_engine_sim.py: ``test_part_command_cycles``)."""
     kc, lt = _cdiv(d, n), _cdiv(l, n)
     load_b = (2 if pairs or part == 2 else 1) * l * kc
-    cyc = load_b + lt * (max(d, n) + m) + m * kc + 2 * n + 13
+    cyc = load_b + lt * (max(d, n) + m) + m * kc + 2 * n + 14
     if part == 2:
-        cyc += kc * max(l, n) + 2 * n + 5 - min(2, n - m)
+        cyc += kc * max(l, n) + 2 * n + 6 - min(2, n - m)
     return cyc
 
 

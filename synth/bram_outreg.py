@@ -10,13 +10,16 @@ between Yosys and nextpnr: a RAM port's output register moves into the RAM when 
 bit the port drives has exactly one load, the data input of a flip-flop with
 
 - the port's clock (``CLKA``/``CLKB``),
-- no clock enable (``CEMUX = 1``) and its set/reset input tied to 0, reset value 0,
+- no clock enable (``CEMUX = 1``) or, when asked (``enabled``), a clock enable
+  (``CEMUX = CE``) that every flip-flop of the port shares, and its set/reset input tied to
+  0, reset value 0,
 
 and the port itself has its reset tied to 0. Then the port gets ``REGMODE_x = "OUTREG"`` and
-``OCEx = 1`` (the output register always loads, as the flip-flop did), its data pins drive the
-flip-flops' outputs' nets, and the flip-flops go. The RAM's output register, like the
-flip-flop, powers up as 0 and then loads the read data every cycle: the netlist does the same
-thing cycle for cycle. A port of which any bit fails a condition is left as it is.
+``OCEx`` the flip-flops' clock enable (1, or their ``CE`` net: the output register loads when
+the flip-flops did), its data pins drive the flip-flops' outputs' nets, and the flip-flops go.
+The RAM's output register, like the flip-flop, powers up as 0 and then loads the read data
+when enabled: the netlist does the same thing cycle for cycle. A port of which any bit fails
+a condition (or whose flip-flops load under different enables) is left as it is.
 """
 from __future__ import annotations
 
@@ -25,20 +28,28 @@ from .netlist import loads_of, param, read_top, write_pruned
 __all__ = ["absorb"]
 
 
-def _plain_ff(ff, clock) -> bool:
+def _plain_ff(ff, clock, enabled: bool):
+    """The clock enable (``["1"]`` when it always loads) of a flip-flop the RAM's output
+    register can replace, or None."""
     c = ff["connections"]
-    return (ff["type"] == "TRELLIS_FF"
+    if not (ff["type"] == "TRELLIS_FF"
             and c.get("CLK") == clock
             and param(ff, "CLKMUX", "CLK") == "CLK"
-            and (param(ff, "CEMUX", "1") == "1" or c.get("CE") == ["1"])
             and (c.get("LSR", ["0"]) == ["0"] and param(ff, "LSRMUX", "LSR") == "LSR"
                  or param(ff, "LSRMUX") == "0")
-            and param(ff, "REGSET", "RESET") == "RESET")
+            and param(ff, "REGSET", "RESET") == "RESET"):
+        return None
+    if param(ff, "CEMUX", "1") == "1" or c.get("CE") == ["1"]:
+        return ["1"]
+    if enabled and param(ff, "CEMUX", "CE") == "CE" and c.get("CE"):
+        return c["CE"]
+    return None
 
 
-def absorb(path) -> int:
+def absorb(path, enabled: bool = False) -> int:
     """Rewrite the Yosys JSON netlist at ``path`` (its top module), moving every eligible
-    block RAM output register into its DP16KD; returns how many flip-flops went."""
+    block RAM output register into its DP16KD (``enabled``: registers with a clock enable
+    too); returns how many flip-flops went."""
     data, mod = read_top(path)
     cells = mod["cells"]
     loads = loads_of(mod)
@@ -49,24 +60,26 @@ def absorb(path) -> int:
             if param(ram, f"REGMODE_{side}", "NOREG") != "NOREG" or \
                     conn.get(f"RST{side}", ["0"]) != ["0"]:
                 continue
-            pins = []
+            pins, enables = [], set()
             for i in range(18):
                 bits = conn.get(f"DO{side}{i}")
                 if not bits or isinstance(bits[0], str) or not loads[bits[0]]:
                     continue
                 ld = loads[bits[0]]
                 ff = cells.get(ld[0][0]) if len(ld) == 1 and ld[0][1] == "DI" else None
-                if ff is None or not _plain_ff(ff, conn.get(f"CLK{side}")):
+                ce = None if ff is None else _plain_ff(ff, conn.get(f"CLK{side}"), enabled)
+                if ce is None:
                     pins = None
                     break
+                enables.add(tuple(ce))
                 pins.append((f"DO{side}{i}", ld[0][0]))
-            if not pins:
+            if not pins or len(enables) != 1:
                 continue
             for pin, ff_name in pins:
                 conn[pin] = cells.pop(ff_name)["connections"]["Q"]
                 moved += 1
             ram["parameters"][f"REGMODE_{side}"] = "OUTREG"
-            conn[f"OCE{side}"] = ["1"]
+            conn[f"OCE{side}"] = list(enables.pop())
     if moved:
         write_pruned(path, data, mod)
     return moved

@@ -65,13 +65,19 @@ PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
 # (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
 # them); ``--bram-outreg`` does it for every block. The HCU: its RAMs' 1 024 output bits
 # (docs/hcu.md, sessions 18 and 21); the WTU: the walk's registered read of the row memory,
-# 880 bits (docs/wtu.md, session 34)
-BRAM_OUTREG: set[str] = {"hcu", "wtu"}
+# 880 bits (docs/wtu.md, session 34); the attention engine: its feeder's second stage, the
+# operand RAMs' words registered under the feeder's enable (docs/attn.md, session 41)
+BRAM_OUTREG: set[str] = {"hcu", "wtu", "attn"}
+# of those, the blocks whose registers with a clock enable move too (the RAM's output clock
+# enable): the attention engine's feeder, whose stages hold under the array's back-pressure
+BRAM_OUTREG_ENABLED: set[str] = {"attn"}
 # blocks whose multipliers' operand and product registers move into the MULT18X18Ds before
 # nextpnr (synth/dsp_regs.py; Yosys's ECP5 mapping leaves them in the fabric, where vendor
 # flows absorb them): the WTU's 16 lane products (operands and products) and its threshold's
-# three partial products (products only), 1 118 flip-flops (docs/wtu.md, session 39)
-DSP_REGS: set[str] = {"wtu"}
+# three partial products (products only), 1 118 flip-flops (docs/wtu.md, session 39); the
+# attention array's cell products (products only: a cell's operands also go on to the next
+# cell), in the engine and alone (docs/attn.md, session 41)
+DSP_REGS: set[str] = {"wtu", "attn", "attn_array"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
 # fabric, the HCU, whose seed 1 did not converge with its RAMs' output registers moved
@@ -290,7 +296,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["ecp5"]["flow"] = ecp5_flow
     if bram_outreg:
         from .bram_outreg import absorb
-        moved = absorb(out / f"{name}_ecp5.json")
+        moved = absorb(out / f"{name}_ecp5.json", enabled=name in BRAM_OUTREG_ENABLED)
         res["ecp5"]["ff"] -= moved
         res["ecp5"]["bram_outreg_ff"] = moved
     if dsp_regs:

@@ -191,7 +191,7 @@ class SystolicArray(wiring.Component):
     def _cell(self, m, r, c, a_v, p_f, b_v):
         """Cell (r, c): the product registered, then the sum under the beat's flags a cycle
         on (``p_f``); returns its result register (the sum at the tile's last beat)."""
-        prod = Signal(signed(self._a_bits + 8), name=f"pe_{r}_{c}_prod")
+        prod = Signal(signed(self._a_bits + 8), name=f"pe_{r}_{c}_prod", reset_less=True)
         m.d.sync += prod.eq(a_v * b_v)
         acc = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_acc")
         res = Signal(signed(self._acc_bits), name=f"pe_{r}_{c}_res")

@@ -14,6 +14,15 @@ from ..lib import counter_layout, reduce_tree, register
 from .array import SystolicArray
 from .exp import ExpUnit
 
+# The engine's block RAMs are never read at an address written in the same cycle where the
+# read matters: a buffer half is written only once freed by its reader and read only once
+# full (A, P, the scores), B and V only before the feed, and a P·V sums word is read and
+# written once a chunk. Yosys is told so (its read-during-write check off), or its FPGA
+# mappings would emulate the old-data read of a write port beside the read port: a delayed
+# write and an address compare with a multiplexer on every read bit (on ECP5, about one LUT
+# and two flip-flops a bit, and the multiplexer on the path out of the RAM).
+NO_RW_CHECK = {"no_rw_check": 1}
+
 __all__ = ["AttentionEngine", "Kind", "Part", "SPAN_BITS"]
 
 # the longest attended set a chunked light attention covers: 2**SPAN_BITS - 1 tokens (the
@@ -229,7 +238,7 @@ class AttentionEngine(wiring.Component):
         kc = -(-k // n)
         mt, lt = -(-m // n), -(-l // n)
         first_rows = min(n, m)
-        return (2 + (lt if hash_ else 0) + l * kc + first_rows * kc + 2
+        return (2 + (lt if hash_ else 0) + l * kc + first_rows * kc + 3
                 + mt * lt * max(k, n) - 1 + self._array.latency - (n - 1 - (m - 1) % n))
 
     def elaborate(self, platform):
@@ -257,8 +266,9 @@ class AttentionEngine(wiring.Component):
         word = data.ArrayLayout(signed(8), n)
         x.a_mem, x.b_mem = [], []
         for r in range(n):
-            am = memory.Memory(shape=word, depth=2 * x.kc_max, init=[])
-            bm = memory.Memory(shape=word, depth=(self._b_rows // n) * x.kc_max, init=[])
+            am = memory.Memory(shape=word, depth=2 * x.kc_max, init=[], attrs=NO_RW_CHECK)
+            bm = memory.Memory(shape=word, depth=(self._b_rows // n) * x.kc_max, init=[],
+                               attrs=NO_RW_CHECK)
             m.submodules[f"a_lane_{r}"] = am
             m.submodules[f"b_lane_{r}"] = bm
             x.a_mem.append((am.write_port(), am.read_port()))
@@ -274,7 +284,7 @@ class AttentionEngine(wiring.Component):
         # the score buffer: two halves (row tiles) of n rows by b_rows // n words of n scores
         x.row_words = self._b_rows // n
         sm = memory.Memory(shape=data.ArrayLayout(signed(self._score_bits), n),
-                           depth=2 * self._b_rows, init=[])
+                           depth=2 * self._b_rows, init=[], attrs=NO_RW_CHECK)
         m.submodules.score_mem = sm
         x.score_wr, x.score_rd = sm.write_port(), sm.read_port()
         x.score_full = [Signal(name=f"score_full_{h}") for h in range(2)]
@@ -288,13 +298,13 @@ class AttentionEngine(wiring.Component):
         # the exp pass writes one half while P·V reads the other)
         x.vc_max = -(-self.score_k_max // n)
         vm = memory.Memory(shape=data.ArrayLayout(signed(8), n),
-                           depth=self._b_rows * x.vc_max, init=[])
+                           depth=self._b_rows * x.vc_max, init=[], attrs=NO_RW_CHECK)
         m.submodules.v_mem = vm
         x.v_wr, x.v_rd = vm.write_port(), vm.read_port()
         x.p_mem = []
         for r in range(n):
             pm = memory.Memory(shape=data.ArrayLayout(self._weight_bits, n),
-                               depth=2 * (self._b_rows // n), init=[])
+                               depth=2 * (self._b_rows // n), init=[], attrs=NO_RW_CHECK)
             m.submodules[f"p_row_{r}"] = pm
             x.p_mem.append((pm.write_port(), pm.read_port()))
 
@@ -515,9 +525,12 @@ class AttentionEngine(wiring.Component):
         return pv, tile
 
     def _feeder(self, m, x):
-        """Read the buffers, one beat a cycle, into the array: f0 addresses, f1 data. Per row
-        tile: its column tiles of A·Bᵀ; for light attention then its P·V (A = the tile's
-        weights P, B = V's word of beat k's token), once the exp stage has written P."""
+        """Read the buffers, one beat a cycle, into the array: f0 addresses, f1 the block
+        RAMs' read, f2 their words registered (the RAMs' own output registers on the FPGA:
+        synth/bram_outreg.py), then each lane's element picked into the array. The three
+        stages move together (one enable: f2 empty or taken). Per row tile: its column tiles
+        of A·Bᵀ; for light attention then its P·V (A = the tile's weights P, B = V's word of
+        beat k's token), once the exp stage has written P."""
         n = self._n
         arr = self._array
         tile_s = Signal(16)                     # the next row tile whose scores are fed
@@ -554,8 +567,9 @@ class AttentionEngine(wiring.Component):
         f1_b_rows = Signal(range(n + 1))
         f1_in_k = Signal()
         f1_pv = Signal()
+        f2_valid = Signal()
         half = tile_i[0]
-        m.d.comb += advance.eq(~f1_valid | arr.i.ready)
+        m.d.comb += advance.eq(~f2_valid | arr.i.ready)
         ready_half = Signal()
         m.d.comb += ready_half.eq(Array(Mux(pv, x.p_ready[h], x.half_full[h])
                                         for h in range(2))[half])
@@ -583,22 +597,34 @@ class AttentionEngine(wiring.Component):
                          f1_in_k.eq(kk < Mux(pv, x.cur.l, x.cur.k)), f1_pv.eq(pv),
                          f1_a_rows.eq(Mux(x.cur.m - base_i >= n, n, x.cur.m - base_i)),
                          f1_b_rows.eq(Mux(cols - base_j >= n, n, cols - base_j))]
+        # f2: the words as read (no logic between a RAM and its register, which loads with
+        # the stage: the RAM's output register), the element's index and each lane's mask
+        f2_sel = Signal(range(n))
+        f2_first, f2_last, f2_pv = Signal(), Signal(), Signal()
+        f2_a_on, f2_b_on = Signal(n), Signal(n)
+        with m.If(advance):
+            m.d.sync += [f2_valid.eq(f1_valid), f2_sel.eq(f1_sel), f2_first.eq(f1_first),
+                         f2_last.eq(f1_last), f2_pv.eq(f1_pv),
+                         *(f2_a_on[r].eq(f1_in_k & (r < f1_a_rows)) for r in range(n)),
+                         *(f2_b_on[r].eq(f1_in_k & (r < f1_b_rows)) for r in range(n))]
+        def word(rd, name):
+            w = Signal.like(rd.data, name=name, reset_less=True)
+            with m.If(advance):
+                m.d.sync += w.eq(rd.data)
+            return w
+        pick = (lambda w: Array(w[t] for t in range(n))[f2_sel])
+        v_word = word(x.v_rd, "f2_v_word")
         for r in range(n):
-            _, ard = x.a_mem[r]
-            _, brd = x.b_mem[r]
-            _, prd = x.p_mem[r]
-            ea = Array(ard.data[t] for t in range(n))[f1_sel]
-            eb = Array(brd.data[t] for t in range(n))[f1_sel]
-            ep = Array(prd.data[t] for t in range(n))[f1_sel]
-            m.d.comb += [arr.i.payload.a[r].eq(Mux(f1_in_k & (r < f1_a_rows),
-                                                   Mux(f1_pv, ep, ea), 0)),
-                         arr.i.payload.b[r].eq(Mux(f1_in_k & (r < f1_b_rows),
-                                                   Mux(f1_pv, x.v_rd.data[r], eb), 0))]
-        m.d.comb += [arr.i.valid.eq(f1_valid), arr.i.payload.first.eq(f1_first),
-                     arr.i.payload.last.eq(f1_last)]
+            ea = pick(word(x.a_mem[r][1], f"f2_a_word_{r}"))
+            eb = pick(word(x.b_mem[r][1], f"f2_b_word_{r}"))
+            ep = pick(word(x.p_mem[r][1], f"f2_p_word_{r}"))
+            m.d.comb += [arr.i.payload.a[r].eq(Mux(f2_a_on[r], Mux(f2_pv, ep, ea), 0)),
+                         arr.i.payload.b[r].eq(Mux(f2_b_on[r], Mux(f2_pv, v_word[r], eb), 0))]
+        m.d.comb += [arr.i.valid.eq(f2_valid), arr.i.payload.first.eq(f2_first),
+                     arr.i.payload.last.eq(f2_last)]
         x.feed_stalled = Signal()
         x.p_take = [Signal(name=f"p_take_{h}") for h in range(2)]
-        m.d.comb += x.feed_stalled.eq(f1_valid & ~arr.i.ready)
+        m.d.comb += x.feed_stalled.eq(f2_valid & ~arr.i.ready)
         with m.If(issue):
             with m.If(kk == kt_now_m1):
                 m.d.sync += kk.eq(0)
@@ -618,7 +644,7 @@ class AttentionEngine(wiring.Component):
                     m.d.sync += tile_j.eq(tile_j + 1)
             with m.Else():
                 m.d.sync += kk.eq(kk + 1)
-        m.d.comb += x.feed_done.eq(~reg["left"] & ~f1_valid)
+        m.d.comb += x.feed_done.eq(~reg["left"] & ~f1_valid & ~f2_valid)
         with m.If(~x.start):
             m.d.sync += [tile_s.eq(0), tile_p.eq(0), tile_j.eq(0), kk.eq(0),
                          *(reg[k].eq(v) for k, v in zero.items())]
@@ -1080,7 +1106,7 @@ class AttentionEngine(wiring.Component):
         r_bits = nb + F + 2
         d_bits = den_bits + 1 + qb
         sums = memory.Memory(shape=data.ArrayLayout(signed(nb), n), depth=n * x.vc_max,
-                             init=[])
+                             init=[], attrs=NO_RW_CHECK)
         m.submodules.pv_sums = sums
         sum_wr, sum_rd = sums.write_port(), sums.read_port()
         carry = Signal()                 # this chunk adds to the sums of earlier ones

@@ -1,5 +1,6 @@
 """synth/bram_outreg.py: a block RAM's output register moves into an ECP5 DP16KD only where it
-is a plain register (the port's clock, no enable, no reset, the read data's only load)."""
+is a plain register (the port's clock, no reset, the read data's only load; its clock enable,
+if any, becomes the RAM's output clock enable)."""
 import json
 
 from amaranth.hdl import Module, Signal
@@ -15,8 +16,9 @@ from vrex.emit import write_verilog
 
 class FourReads(wiring.Component):
     """Four 512 x 16 memories (one DP16KD each), each read registered differently:
-    ``plain`` (reset-less, always loads: moves), ``enabled`` (a clock enable), ``reset`` (a
-    synchronous reset), ``shared`` (the read data also leaves the block): these stay."""
+    ``plain`` (reset-less, always loads) moves, ``enabled`` (reset-less, a clock enable) when
+    asked; ``reset`` (a synchronous reset) and ``shared`` (the read data also leaves the
+    block) stay."""
     addr: In(9)
     wdata: In(16)
     we: In(1)
@@ -55,23 +57,26 @@ def test_only_plain_output_registers_move():
     assert by.get("DP16KD") == 4, by
     netlist = out / "four_ecp5.json"
     before = json.loads(netlist.read_text())
-    assert absorb(netlist) == 16
+    assert absorb(netlist) == 16                                # plain alone
+    netlist.write_text(json.dumps(before))
+    assert absorb(netlist, enabled=True) == 32
     after = json.loads(netlist.read_text())
     top = lambda d: next(v for v in d["modules"].values() if v.get("attributes", {}).get("top"))
     cells_b, cells_a = top(before)["cells"], top(after)["cells"]
     ffs = lambda cells: sum(c["type"] == "TRELLIS_FF" for c in cells.values())
-    assert ffs(cells_b) - ffs(cells_a) == 16
+    assert ffs(cells_b) - ffs(cells_a) == 32
     rams = [c for c in cells_a.values() if c["type"] == "DP16KD"]
     modes = sorted(c["parameters"].get(f"REGMODE_{s}", "NOREG").strip()
                    for c in rams for s in "AB")
-    assert modes.count("OUTREG") == 1, modes
-    # the moved RAM drives the plain register's net (the block's output) from its own pins
-    ram = next(c for c in rams if "OUTREG" in (c["parameters"].get("REGMODE_A", ""),
-                                              c["parameters"].get("REGMODE_B", "")))
-    side = "A" if ram["parameters"].get("REGMODE_A", "").strip() == "OUTREG" else "B"
-    plain = top(after)["ports"]["plain"]["bits"]
-    assert ram["connections"][f"OCE{side}"] == ["1"]
-    driven = [ram["connections"][f"DO{side}{i}"][0] for i in range(18)
-              if f"DO{side}{i}" in ram["connections"]]
-    assert set(plain) <= set(driven)
-    assert absorb(netlist) == 0                                 # nothing left to move
+    assert modes.count("OUTREG") == 2, modes
+    # each moved RAM drives its register's net (the block's output) from its own pins, its
+    # output register enabled as the flip-flops were: always (plain), by ``en`` (enabled)
+    en = top(after)["ports"]["en"]["bits"]
+    for name, oce in (("plain", ["1"]), ("enabled", en)):
+        bits = top(after)["ports"][name]["bits"]
+        ram, side = next((c, s) for c in rams for s in "AB"
+                         if c["parameters"].get(f"REGMODE_{s}", "").strip() == "OUTREG"
+                         and set(bits) <= {c["connections"].get(f"DO{s}{i}", [None])[0]
+                                           for i in range(18)})
+        assert ram["connections"][f"OCE{side}"] == oce, name
+    assert absorb(netlist, enabled=True) == 0                   # nothing left to move
