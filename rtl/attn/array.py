@@ -32,15 +32,14 @@ class SystolicArray(wiring.Component):
     it, N beats per tile, hidden behind the next tile's K beats whenever K >= N.
 
     Back-pressure without a hold: the cells never stall. Rows leave through a row queue of
-    ``2n + 2`` rows (:attr:`queue_rows`), or straight past it when it is empty and ``o`` is
-    ready. A tile's ``last`` beat is taken only while the rows owed (those of every tile whose
+    ``2n + 3`` rows (:attr:`queue_rows`, a LUT RAM whose head ``o`` offers). A tile's ``last`` beat is taken only while the rows owed (those of every tile whose
     ``last`` is in and that have not left on ``o``) leave room for its n rows in the queue; a
     registered flag says so, so ``i.ready`` is ``~last`` or that flag, and a slow consumer
     delays the next tile's ``last`` instead of freezing the array (the previous design held
     every skew and cell register on one combinational signal: 2 410 clock-enable loads and the
-    engine's critical path). With ``o`` always ready the queue stays empty and nothing waits
-    (2n + 2 rows cover two tiles in flight, the product register's cycle and the
-    registered flag's).
+    engine's critical path). With ``o`` always ready nothing waits (2n + 3 rows cover two
+    tiles in flight, the product register's cycle, the registered flag's and the queue's
+    write).
     Contract: a tile has at least n beats (the sequencer pads a shorter reduction with zero
     beats, which costs nothing: the drain takes n cycles a tile anyway). Then a row's results
     are complete one row a cycle at most, and tile t's row r is on its way out (the cycle after
@@ -92,21 +91,22 @@ class SystolicArray(wiring.Component):
     def latency(self) -> int:
         """Cycles from the transfer of a tile's last beat to the offer of its last row, ``o``
         ready: the skew and the array (2n - 1), the product register (1), the result
-        register (1), the output register (1)."""
+        register (1), the queue's write (1)."""
         return 2 * self._n + 2
 
     @property
     def queue_rows(self) -> int:
-        """Rows the output queue holds: two tiles in flight, one for the product register and
-        one for the registered room flag, so that with ``o`` always ready a tile's ``last``
-        never waits."""
-        return 2 * self._n + 2
+        """Rows the output queue holds: two tiles in flight, one for the product register, one
+        for the registered room flag and one for the queue's write (a row leaves a cycle
+        after it is complete), so that with ``o`` always ready a tile's ``last`` never
+        waits."""
+        return 2 * self._n + 3
 
     @property
     def output_rows(self) -> int:
-        """Rows the output register holds beside the queue while ``o`` is not taken: two
-        (its row and its skid buffer's spare)."""
-        return 2
+        """Rows held beside the queue while ``o`` is not taken: none (``o`` offers the
+        queue's head)."""
+        return 0
 
     def tile_beats(self, k: int) -> int:
         """Beats a tile of reduction length k takes: k, padded to n."""
@@ -204,12 +204,14 @@ class SystolicArray(wiring.Component):
         return res
 
     def _drain(self, m, x):
-        """A completed row goes out at once when the queue is empty and ``o`` is ready, else
-        into the queue; ``o`` offers the queue's head first. Rows leave in order, so ``row``
-        and ``last`` come from a counter, and ``valid`` from two registered flags (the queue
-        holds a row; a row completes): the consumer's decisions start at registers, the
-        results alone pass the queue's multiplexer. The room flag counts the rows owed: n more
-        with each ``last`` taken, one less with each row out."""
+        """Every completed row goes into the row queue (a LUT RAM read without a clock), and
+        ``o`` offers the queue's head: its results straight from the RAM, ``row`` and
+        ``last`` from a counter (rows leave in order), ``valid`` from a registered flag (the
+        queue holds a row). The consumer's ``ready`` reaches the queue's read pointer and
+        counters alone, a dozen registers (an output register and its skid buffer, whose
+        2n·acc_bits data registers loaded under ``ready``, had been the engine's slowest
+        handshake). The room flag counts the rows owed: n more with each ``last`` taken, one
+        less with each row out."""
         n, q, acc_bits = self._n, self.queue_rows, self._acc_bits
         row_t = data.ArrayLayout(signed(acc_bits), n)
         m.submodules.queue = words = memory.Memory(shape=row_t, depth=q, init=[])
@@ -217,48 +219,30 @@ class SystolicArray(wiring.Component):
         produce, consume = Signal(range(q)), Signal(range(q))
         count, count_next = Signal(range(q + 1)), Signal(range(q + 1))
         has = Signal()                          # count != 0, registered
-        any_done = Signal()                     # a row completes this cycle, registered
-        m.d.sync += any_done.eq(x.completing)
+        put = Signal()                          # a row completes (registered)
+        m.d.sync += put.eq(x.completing)
         row = Signal(row_t)
         for c in range(n):
             m.d.comb += row[c].eq(reduce_tree(
                 m, [Mux(x.done[r], x.res[r][c], 0) for r in range(n)],
                 lambda p_, q_: p_ | q_, f"drain_c{c}"))
         out_row = Signal(range(n))
-        put, get = Signal(), Signal()
-        # the output register, a two-entry skid buffer: every consumer starts at flip-flops
-        # (the queue's multiplexer and the drain's OR tree were the head of the engine's
-        # critical path), and the queue sees only the spare entry's flag, never ``o.ready``
-        # (the consumers' ready was the next limit): a row goes out from ``o_row``, or waits
-        # in ``spare`` while ``o_row`` is not taken; rows still leave one a cycle
-        o_valid, o_row = Signal(), Signal(self.out_layout)
-        spare_valid, spare = Signal(), Signal(self.out_layout)
-        go_valid, go_ready, go_row = Signal(), Signal(), Signal(self.out_layout)
-        m.d.comb += [self.o.valid.eq(o_valid), self.o.payload.eq(o_row),
-                     go_valid.eq(has | any_done), go_ready.eq(~spare_valid),
-                     go_row.c.eq(Mux(has, rd.data.as_value(), row.as_value())),
-                     go_row.row.eq(out_row), go_row.last.eq(out_row == n - 1)]
-        with m.If(~o_valid | self.o.ready):
-            with m.If(spare_valid):
-                m.d.sync += [o_row.eq(spare), spare_valid.eq(0)]
-            with m.Else():
-                m.d.sync += [o_valid.eq(go_valid), o_row.eq(go_row)]
-        with m.Elif(go_valid & go_ready):
-            m.d.sync += [spare.eq(go_row), spare_valid.eq(1)]
-        m.d.comb += [get.eq(has & go_ready),
-                     put.eq(any_done & (has | ~go_ready)),
+        out_last = Signal(init=int(n == 1))     # out_row == n - 1, registered
+        get = Signal()
+        m.d.comb += [self.o.valid.eq(has), self.o.payload.c.eq(rd.data),
+                     self.o.payload.row.eq(out_row), self.o.payload.last.eq(out_last),
+                     get.eq(has & self.o.ready),
                      rd.addr.eq(consume), wr.addr.eq(produce), wr.data.eq(row), wr.en.eq(put)]
         step = (lambda v: Mux(v == q - 1, 0, v + 1))
         with m.If(put):
             m.d.sync += produce.eq(step(produce))
         with m.If(get):
-            m.d.sync += consume.eq(step(consume))
+            m.d.sync += [consume.eq(step(consume)), out_row.eq(out_row + 1)]
+            if n > 1:
+                m.d.sync += out_last.eq(out_row == n - 2)
         m.d.comb += count_next.eq(count + put - get)
         m.d.sync += [count.eq(count_next), has.eq(count_next != 0)]
-        x.drained = Signal()                    # a row into the output register
-        m.d.comb += x.drained.eq(go_valid & go_ready)
-        with m.If(x.drained):
-            m.d.sync += out_row.eq(Mux(out_row == n - 1, 0, out_row + 1))
+        x.drained = get
         owed = Signal(range(q + n + 1))
         owed_next = Signal(range(q + n + 1))
         m.d.comb += owed_next.eq(owed + Mux(x.take & self.i.payload.last, n, 0) - x.drained)

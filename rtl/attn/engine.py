@@ -97,9 +97,10 @@ class AttentionEngine(wiring.Component):
     Buffers: B whole (``b_rows`` rows of ``k_buf`` values, one memory per row residue mod n,
     so beat k of a tile reads one word of each and picks element k mod n: no transposer); A two
     row tiles (n rows each), so the next row tile loads while the current one computes. The
-    feeder reads both buffers through a one-stage pipeline that back-pressure from the array
-    holds; rows past m or l and steps past k feed zeros, and a reduction shorter than n is
-    padded to n beats (the array's contract).
+    feeder reads both buffers through a pipeline (addresses, the RAMs' read, their words
+    registered, the element picked) that back-pressure from the array holds; rows past m or l
+    and steps past k feed zeros, and a reduction shorter than n is padded to n beats (the
+    array's contract).
 
     A command with ``m``, ``k`` or ``l`` zero, ``k > k_buf``, ``l > b_rows``, a score or
     attention command with ``k > score_k_max = 2**(score_bits - 16)`` (its scores would not
@@ -323,8 +324,15 @@ class AttentionEngine(wiring.Component):
         x.out_done = Signal()
         x.score_done = Signal()
         p = self.cmd.payload
-        row = Signal(16)
-        chunk = Signal(16)
+        # the load's position (row, chunk), its next value set combinationally by the states
+        # below, and whether each is at its last value, in registers set from the next
+        # values (the loads' last-index compares had sat between the operand streams'
+        # handshakes and the state's enable: for the clock)
+        row, row_d = Signal(16), Signal(16)
+        chunk, chunk_d = Signal(16), Signal(16)
+        chunk_last, row_last_l, row_last_lt = Signal(), Signal(), Signal()
+        m.d.comb += [row_d.eq(row), chunk_d.eq(chunk)]
+        m.d.sync += [row.eq(row_d), chunk.eq(chunk_d)]
         x.refuse = Signal()
 
         def row_chunk_step(row, chunk):
@@ -332,6 +340,12 @@ class AttentionEngine(wiring.Component):
                 m.d.sync += [chunk.eq(0), row.eq(row + 1)]
             with m.Else():
                 m.d.sync += chunk.eq(chunk + 1)
+
+        def load_step():
+            with m.If(chunk_last):
+                m.d.comb += [chunk_d.eq(0), row_d.eq(row + 1)]
+            with m.Else():
+                m.d.comb += chunk_d.eq(chunk + 1)
 
         # a refused command's beats, counted as rows of chunks (no multiplier)
         drop_a_row, drop_a_chunk = Signal(16), Signal(16)
@@ -366,6 +380,8 @@ class AttentionEngine(wiring.Component):
                     kt_pv=Mux(p.l < n, n, p.l) - 1,         # a P·V tile's: l padded to n
                     m=p.m - 1, l=p.l - 1, causal=p.causal - 1)
         x.m1 = SimpleNamespace(**{k: Signal(signed(18), name=f"cmd_{k}_m1") for k in less})
+        m.d.sync += [chunk_last.eq(chunk_d == x.m1.kc), row_last_l.eq(row_d == x.m1.l),
+                     row_last_lt.eq(row_d == x.m1.lt)]
         # light attention's row limit less the row's position (_score_writer)
         lim_base = Mux(p.part == Part.WHOLE, p.l, p.span) - p.causal + 1
         x.lim_base = Signal(signed(SPAN_BITS + 3), name="cmd_lim_base")
@@ -396,13 +412,16 @@ class AttentionEngine(wiring.Component):
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
+                # the command and what it implies load every idle cycle, the last load being
+                # the command taken (their enables do not wait for the stream's valid: for
+                # the clock; nothing reads them before CHECK, the engine being idle)
+                m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
+                m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
+                m.d.sync += x.lim_base.eq(lim_base)
+                m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
+                             mt.eq((p.m + n - 1) >> exact_log2(n))]
+                m.d.comb += [row_d.eq(0), chunk_d.eq(0)]
                 with m.If(self.cmd.valid):
-                    m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
-                    m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
-                    m.d.sync += x.lim_base.eq(lim_base)
-                    m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
-                                 mt.eq((p.m + n - 1) >> exact_log2(n)),
-                                 row.eq(0), chunk.eq(0)]
                     m.next = "CHECK"
             with m.State("CHECK"):
                 with m.If(bad_size | bad_kind | bad_hash):
@@ -434,9 +453,9 @@ class AttentionEngine(wiring.Component):
                 m.d.comb += [x.bias_wr.addr.eq(row), x.bias_wr.data.eq(self.bias.payload.data),
                              x.bias_wr.en.eq(self.bias.valid)]
                 with m.If(self.bias.valid):
-                    m.d.sync += row.eq(row + 1)
-                    with m.If(row == x.m1.lt):
-                        m.d.sync += row.eq(0)
+                    m.d.comb += row_d.eq(row + 1)
+                    with m.If(row_last_lt):
+                        m.d.comb += row_d.eq(0)
                         m.next = "LOAD_B"
             with m.State("LOAD_B"):
                 m.d.comb += self.b.ready.eq(1)
@@ -447,13 +466,14 @@ class AttentionEngine(wiring.Component):
                                  wr.en.eq(self.b.valid & (lane == r))]
                 pairs = x.is_.pairs
                 with m.If(self.b.valid):
-                    with m.If(pairs & (chunk == x.m1.kc)):
-                        m.d.sync += chunk.eq(0)          # this token's V row follows
+                    with m.If(pairs & chunk_last):
+                        m.d.comb += chunk_d.eq(0)        # this token's V row follows
                         m.next = "LOAD_V"
                     with m.Else():
-                        row_chunk_step(row, chunk)
-                    with m.If(~pairs & (chunk == x.m1.kc) & (row == x.m1.l)):
-                        m.d.sync += [row.eq(0), start.eq(~x.is_.kv)]
+                        load_step()
+                    with m.If(~pairs & chunk_last & row_last_l):
+                        m.d.comb += row_d.eq(0)
+                        m.d.sync += start.eq(~x.is_.kv)
                         m.next = "RUN"
                         with m.If(x.is_.kv):
                             m.next = "LOAD_V"
@@ -462,11 +482,11 @@ class AttentionEngine(wiring.Component):
                 m.d.comb += [x.v_wr.addr.eq(row * x.vc_max + chunk),
                              x.v_wr.data.eq(self.b.payload.data), x.v_wr.en.eq(self.b.valid)]
                 with m.If(self.b.valid):
-                    row_chunk_step(row, chunk)
-                    with m.If((chunk == x.m1.kc) & (row == x.m1.l)):
+                    load_step()
+                    with m.If(chunk_last & row_last_l):
                         m.d.sync += start.eq(1)
                         m.next = "RUN"
-                    with m.Elif(cur.pairs & (chunk == x.m1.kc)):
+                    with m.Elif(cur.pairs & chunk_last):
                         m.next = "LOAD_B"
             with m.State("RUN"):
                 with m.If(x.feed_done & x.out_done & x.score_done):
@@ -812,8 +832,11 @@ class AttentionEngine(wiring.Component):
         col0 = x.out_j << exact_log2(n)
         scoring = Signal()
         m.d.comb += scoring.eq(x.is_.scoring & ~x.out_pv)
+        # a real score row taken: the array's ready for it spelled out (a free half), so the
+        # write and the limits' enables do not wait for the output's multiplexer of every
+        # kind's ready (for the clock)
         write = Signal()
-        m.d.comb += write.eq(x.out_take & x.real & scoring)
+        m.d.comb += write.eq(arr.o.valid & x.real & scoring & ~Array(x.score_full)[half])
         m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
                      x.score_wr.en.eq(write)]
         # the row's limit: set on its first column tile, from a position counter over rows
@@ -1083,7 +1106,7 @@ class AttentionEngine(wiring.Component):
             with m.Elif(x.p_take[h] | ~x.start):
                 m.d.sync += x.p_ready[h].eq(0)
 
-    DIV_BITS = 2        # quotient bits a divider step makes a cycle
+    DIV_BITS = 2        # quotient bits a divider step makes a cycle (a radix-4 step)
 
     def _divider(self, m, x):
         """P·V rows into ``o = round_div(num · 2**out_frac_bits, den)`` (one den a row).
@@ -1160,31 +1183,41 @@ class AttentionEngine(wiring.Component):
 
         count = Signal(range(qb + 1))
         dsh = Signal(d_bits)
+        dsh3 = Signal(d_bits + 1)        # 3 · dsh / 2, shifted with it
         rem = [Signal(r_bits, name=f"div_rem_{t}") for t in range(n)]
         quo = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
         neg = [Signal(name=f"div_neg_{t}") for t in range(n)]
         row, col, last = Signal(16), Signal(16), Signal()
         with m.If(s2_go & ~absorb):
             m.d.sync += [busy.eq(1), count.eq(qb - 1), dsh.eq(s2.den << qb),
+                         dsh3.eq(((s2.den << 1) + s2.den) << (qb - 1)),
                          row.eq(s2.row), col.eq(s2.col), last.eq(s2.last)]
             for t in range(n):
                 c = s2.c[t]
                 m.d.sync += [neg[t].eq(c < 0), quo[t].eq(0),
                              rem[t].eq((Mux(c < 0, -c, c) << (F + 1)) + s2.den)]
         with m.If(busy):
+            # the two restoring steps (against d = dsh, then d / 2) as one radix-4 step: the
+            # remainder less h, 2h and 3h (h = d / 2) side by side, the largest that is not
+            # negative kept, its multiple the two quotient bits (the same remainder and bits:
+            # r >= 3h takes both steps, 2h <= r < 3h the first, h <= r < 2h the second).
+            # One carry chain deep instead of two in a row (for the clock); dsh's low bits
+            # are zero (den << qb shifted by at most qb - 2), so h and 3h are exact.
+            h = dsh >> 1
             for t in range(n):
-                r_, q_ = rem[t], quo[t]
-                for b in range(self.DIV_BITS):
-                    d_ = dsh >> b
-                    # one subtraction: its sign is the compare (one carry chain a step)
-                    diff = Signal(signed(max(r_bits, d_bits) + 1), name=f"div_diff_{t}_{b}")
-                    ge = Signal(name=f"div_ge_{t}_{b}")
-                    nr = Signal(r_bits, name=f"div_rem_{t}_{b}")
-                    m.d.comb += [diff.eq(r_ - d_), ge.eq(~diff[-1]),
-                                 nr.eq(Mux(ge, diff[:r_bits], r_))]
-                    r_, q_ = nr, Cat(ge, q_[:-1])
-                m.d.sync += [rem[t].eq(r_), quo[t].eq(q_)]
-            m.d.sync += [dsh.eq(dsh >> self.DIV_BITS), count.eq(count - self.DIV_BITS)]
+                r_ = rem[t]
+                diffs = []
+                for j, d_ in ((1, h), (2, dsh), (3, dsh3)):
+                    diff = Signal(signed(max(r_bits, d_bits + 1) + 1), name=f"div_diff_{t}_{j}")
+                    m.d.comb += diff.eq(r_ - d_)
+                    diffs.append(diff)
+                ge = [~d[-1] for d in diffs]
+                m.d.sync += [
+                    rem[t].eq(Mux(ge[2], diffs[2], Mux(ge[1], diffs[1],
+                                                       Mux(ge[0], diffs[0], r_)))[:r_bits]),
+                    quo[t].eq(Cat(Mux(ge[2], 3, Mux(ge[1], 2, Mux(ge[0], 1, 0)))[:2],
+                                  quo[t][:-2]))]
+            m.d.sync += [dsh.eq(dsh >> 2), dsh3.eq(dsh3 >> 2), count.eq(count - 2)]
             with m.If(count < self.DIV_BITS):
                 m.d.sync += [busy.eq(0), done.eq(1)]
         p = self.o_attn.payload
