@@ -22,9 +22,9 @@ class ExpUnit(wiring.Component):
 
     Timing: a fully pipelined stream, one beat a cycle; :attr:`latency` cycles from a beat's
     transfer on ``i`` to its offer on ``o``. Back-pressure on ``o`` does not stall the
-    pipeline: beats wait in a queue of :attr:`QUEUE` beats behind the output register, and
-    ``i`` is refused only when the beats in flight could fill it (never while ``o`` is
-    ready).
+    pipeline: every beat goes into a queue of :attr:`QUEUE` + 1 beats whose head ``o``
+    offers, and ``i`` is refused only when the beats in flight could fill it (never while
+    ``o`` is ready).
 
     Parameters (keyword-only, all required; ``from_config``; ``vrex.rules.exp_rules``)
         ``lanes`` weights a beat; ``frac_bits`` table index bits (table of 2**frac_bits);
@@ -69,7 +69,7 @@ class ExpUnit(wiring.Component):
         size = 1 << self._frac_bits
         return [int((one * 2.0 ** (-f / size)) + 0.5) for f in range(size)]
 
-    QUEUE = 8           # beats the output queue holds while ``o`` is blocked
+    QUEUE = 8           # beats the output queue holds beside its head while ``o`` is blocked
 
     def elaborate(self, platform):
         m = Module()
@@ -79,23 +79,22 @@ class ExpUnit(wiring.Component):
         Q = self.QUEUE
 
         # Stages s0-s3 never stall (no enable on their registers: a stall signal from ``o``
-        # had reached thousands of enables in the engine). A beat leaving s3 goes into the
-        # output register s4 or, while that is blocked, into a queue of Q beats; the input
-        # is ready while the beats taken and not yet delivered (``held``, a counter) leave a
-        # place for every one of them beside s4, so nothing is ever dropped. Unblocked, at
-        # most 5 beats are held (s0-s3 and s4), so the input is never refused: one beat a
-        # cycle at the same latency.
+        # had reached thousands of enables in the engine). A beat leaving s3 goes into a
+        # queue of Q + 1 beats whose head ``o`` offers; the input is ready while the beats
+        # taken and not yet delivered (``held``, a counter) leave a place for every one of
+        # them in the queue, so nothing is ever dropped. Unblocked, at most 5 beats are
+        # held (s0-s3 and the queue's head), so the input is never refused: one beat a
+        # cycle at latency 5.
         valid = [Signal(name=f"s{k}_valid") for k in range(4)]
         take, give = Signal(), Signal()
         held = Signal(range(Q + 3))
-        o_valid = Signal(name="s4_valid")
+        o_valid = Signal(name="o_valid")        # the queue holds a beat
         m.d.comb += [self.i.ready.eq(held <= Q),
                      take.eq(self.i.valid & self.i.ready),
-                     self.o.valid.eq(o_valid),
-                     give.eq(o_valid & self.o.ready)]
+                     self.o.valid.eq(o_valid)]
         m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1]) for k in range(1, 4)]
         m.d.sync += held.eq(held + take - give)
-        beat = Signal(self.out_layout)          # the beat leaving s3, as s4 would hold it
+        beat = Signal(self.out_layout)          # the beat leaving s3, into the queue
         if has_tag:
             tags = [Signal(self.in_layout.members["tag"], name=f"s{k}_tag", reset_less=True)
                     for k in range(4)]
@@ -125,28 +124,27 @@ class ExpUnit(wiring.Component):
             m.d.comb += beat.w[j].eq(Mux(s3_ip >= Wb, 0,
                                          rd.data >> s3_ip[:max(1, (Wb - 1).bit_length())]))
 
-        # s4 and the queue behind it (first in, first out; s4 takes the queue's oldest beat
-        # before a new one)
-        queue = memory.Memory(shape=self.out_layout, depth=Q, init=[])
+        # the queue (first in, first out): every beat leaving s3 goes in, and ``o`` offers its
+        # head, the beat straight from the queue's RAM and ``valid`` from a registered flag,
+        # so ``o.ready`` reaches the queue's read pointer and counters alone (an output
+        # register s4 in front of it, loaded under ``o.ready``, had been the engine's
+        # widest enable after the array's); the same latency, the queue's write taking s4's
+        # cycle, and one place more in the queue for it
+        queue = memory.Memory(shape=self.out_layout, depth=Q + 1, init=[])
         m.submodules.queue = queue
         q_wr, q_rd = queue.write_port(), queue.read_port(domain="comb")
-        head, tail = Signal(range(Q)), Signal(range(Q))
-        level = Signal(range(Q + 1))
-        s4 = Signal(self.out_layout, name="s4", reset_less=True)
-        free = Signal()
-        pop, push = Signal(), Signal()
-        m.d.comb += [free.eq(~o_valid | self.o.ready),
-                     pop.eq(free & (level != 0)),
-                     push.eq(valid[3] & ~(free & (level == 0))),
+        head, tail = Signal(range(Q + 1)), Signal(range(Q + 1))
+        level = Signal(range(Q + 2))
+        step = (lambda v: Mux(v == Q, 0, v + 1))
+        m.d.comb += [give.eq(o_valid & self.o.ready),
                      q_rd.addr.eq(head), q_wr.addr.eq(tail), q_wr.data.eq(beat),
-                     q_wr.en.eq(push),
-                     self.o.payload.eq(s4)]
-        with m.If(free):
-            m.d.sync += [o_valid.eq(valid[3] | (level != 0)),
-                         s4.eq(Mux(level != 0, q_rd.data, beat))]
-        with m.If(push):
-            m.d.sync += tail.eq(tail + 1)
-        with m.If(pop):
-            m.d.sync += head.eq(head + 1)
-        m.d.sync += level.eq(level + push - pop)
+                     q_wr.en.eq(valid[3]),
+                     self.o.payload.eq(q_rd.data)]
+        with m.If(valid[3]):
+            m.d.sync += tail.eq(step(tail))
+        with m.If(give):
+            m.d.sync += head.eq(step(head))
+        level_next = Signal(range(Q + 2))
+        m.d.comb += level_next.eq(level + valid[3] - give)
+        m.d.sync += [level.eq(level_next), o_valid.eq(level_next != 0)]
         return m
