@@ -32,18 +32,18 @@ class SystolicArray(wiring.Component):
     it, N beats per tile, hidden behind the next tile's K beats whenever K >= N.
 
     Back-pressure without a hold: the cells never stall. Rows leave through a row queue of
-    ``2n + 3`` rows (:attr:`queue_rows`, a LUT RAM whose head ``o`` offers). A tile's ``last`` beat is taken only while the rows owed (those of every tile whose
-    ``last`` is in and that have not left on ``o``) leave room for its n rows in the queue; a
-    registered flag says so, so ``i.ready`` is ``~last`` or that flag, and a slow consumer
-    delays the next tile's ``last`` instead of freezing the array (the previous design held
-    every skew and cell register on one combinational signal: 2 410 clock-enable loads and the
-    engine's critical path). With ``o`` always ready nothing waits (2n + 3 rows cover two
-    tiles in flight, the product register's cycle, the registered flag's and the queue's
-    write).
-    Contract: a tile has at least n beats (the sequencer pads a shorter reduction with zero
-    beats, which costs nothing: the drain takes n cycles a tile anyway). Then a row's results
-    are complete one row a cycle at most, and tile t's row r is on its way out (the cycle after
-    its last result) before tile t + 1 reaches the row's first result register.
+    ``2n + 3`` rows (:attr:`queue_rows`, a LUT RAM whose head ``o`` offers). A tile's ``last``
+    beat is taken only while the rows owed (those of every tile whose ``last`` is in and that
+    have not left on ``o``) leave room for its n rows in the queue; a registered flag says so,
+    so ``i.ready`` is ``~last`` or that flag, and a slow consumer delays the next tile's
+    ``last`` instead of freezing the array (the previous design held every skew and cell
+    register on one combinational signal: 2 410 clock-enable loads and the engine's critical
+    path). With ``o`` always ready nothing waits (2n + 3 rows cover two tiles in flight, the
+    product register's cycle, the registered flag's and the queue's write). Contract: a tile
+    has at least n beats (the sequencer pads a shorter reduction with zero beats, which costs
+    nothing: the drain takes n cycles a tile anyway). Then a row's results are complete one
+    row a cycle at most, and tile t's row r is on its way out (the cycle after its last
+    result) before tile t + 1 reaches the row's first result register.
 
     Timing: one beat a cycle; :attr:`latency` cycles from a tile's last beat to its last row on
     ``o`` with ``o`` ready (:meth:`tile_cycles`).

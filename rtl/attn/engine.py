@@ -500,17 +500,26 @@ class AttentionEngine(wiring.Component):
         x.half_free = [Signal(name=f"a_half_free_{h}") for h in range(2)]
         tile = Signal(16)
         row = Signal(range(n + 1))
-        chunk = Signal(16)
-        rows_here = Signal(range(n + 1))
-        m.d.comb += rows_here.eq(Mux(x.cur.m - (tile << exact_log2(n)) >= n, n,
-                                     x.cur.m - (tile << exact_log2(n))))
+        chunk, chunk_d = Signal(16), Signal(16)
+        # the tile's rows less one and whether the chunk is a row's last, in registers (the
+        # tile's rows had been a subtraction, a compare and a second subtraction in front of
+        # the row's compare and the tile counter's enable: for the clock). The rows follow
+        # the tile a cycle later, in time: a tile's load starts after a cycle of WAIT.
+        rows_m1 = Signal(range(n))
+        left = Signal(signed(18))
+        m.d.comb += left.eq(x.cur.m - (tile << exact_log2(n)))
+        m.d.sync += rows_m1.eq(Mux(left >= n, n, left) - 1)
+        chunk_last = Signal()
+        m.d.comb += chunk_d.eq(chunk)
+        m.d.sync += [chunk.eq(chunk_d), chunk_last.eq(chunk_d == x.m1.kc)]
         half = tile[0]
         with m.FSM(name="a_fsm"):
             with m.State("WAIT"):
                 with m.If(x.start & (tile < x.mt) & ~Array(x.half_full)[half]):
                     m.next = "LOAD"
                 with m.If(~x.start):
-                    m.d.sync += [tile.eq(0), row.eq(0), chunk.eq(0)]
+                    m.d.sync += [tile.eq(0), row.eq(0)]
+                    m.d.comb += chunk_d.eq(0)
             with m.State("LOAD"):
                 m.d.comb += self.a.ready.eq(1)
                 addr = half * x.kc_max + chunk
@@ -518,16 +527,17 @@ class AttentionEngine(wiring.Component):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.a.payload.data),
                                  wr.en.eq(self.a.valid & (row == r))]
                 with m.If(self.a.valid):
-                    with m.If(chunk == x.m1.kc):
-                        m.d.sync += [chunk.eq(0), row.eq(row + 1)]
-                        with m.If(row == rows_here - 1):
+                    with m.If(chunk_last):
+                        m.d.comb += chunk_d.eq(0)
+                        m.d.sync += row.eq(row + 1)
+                        with m.If(row == rows_m1):
                             m.d.sync += [row.eq(0), tile.eq(tile + 1)]
                             for h in range(2):
                                 with m.If(half == h):
                                     m.d.sync += x.half_full[h].eq(1)
                             m.next = "WAIT"
                     with m.Else():
-                        m.d.sync += chunk.eq(chunk + 1)
+                        m.d.comb += chunk_d.eq(chunk + 1)
         for h in range(2):
             with m.If(x.half_free[h]):
                 m.d.sync += x.half_full[h].eq(0)
@@ -849,9 +859,13 @@ class AttentionEngine(wiring.Component):
         lim_raw = Signal(signed(SPAN_BITS + 2))
         m.d.comb += [lim_raw.eq(x.lim_base + pos),
                      lim_new.eq(Mux(causal & (lim_raw < x.cur.l), lim_raw, x.cur.l))]
-        lim = Signal(signed(SPAN_BITS + 2))
-        m.d.comb += lim.eq(Mux(x.out_j == 0, lim_new,
-                               Array(Array(x.row_lim[h]) for h in range(2))[half][o.row]))
+        # the columns of this tile the row attends to, less its first: ``lim - col0``, the
+        # subtraction ahead of s0 (for the clock: behind s0 it had been one path with the n
+        # compares and the mask into s1); col0 is 0 on the first column tile
+        left_in = Signal(signed(SPAN_BITS + 3), name="score_cols_left_in")
+        m.d.comb += left_in.eq(Mux(x.out_j == 0, lim_new,
+                                   Array(Array(x.row_lim[h]) for h in range(2))[half][o.row]
+                                   - col0))
         with m.If(write & (x.out_j == 0)):
             m.d.sync += pos.eq(Mux(pos == x.m1.causal, 0, pos + 1))
         with m.If(~x.start):
@@ -861,8 +875,8 @@ class AttentionEngine(wiring.Component):
             m.d.comb += x.score_wr.data[t].eq(o.c[t])
         # The row maxima trail the writes by a pipeline (for the clock: the array's drain
         # multiplexer, the masks, a tree of n compares and the running compare in one cycle
-        # limited the engine): from n = 4 on, s0 registers the beat with its limit and first
-        # column, s1 the masked beat, s2 the tree's lower half, from n = 8 on s3 the beat's
+        # limited the engine): from n = 4 on, s0 registers the beat with its limit less its
+        # first column, s1 the masked beat, s2 the tree's lower half, from n = 8 on s3 the beat's
         # maximum, and the running maximum takes the rest. Nothing waits for it: row r's
         # last beat is taken at least n - 1 - r cycles before its tile's half is full, and
         # the exp stage reads row r's maximum r·ceil(l / n) >= r cycles after that, so a
@@ -881,14 +895,11 @@ class AttentionEngine(wiring.Component):
             return nxt, register(m, items, f"{name}_v")
 
         levels = exact_log2(n)
-        beat, lim_b, col0_b = list(o.c), lim, col0
+        beat, left = list(o.c), left_in
         if levels >= 2:
-            upd, regs = stage(upd, beat + [lim, col0], "score_s0")
-            beat, (lim_b, col0_b) = regs[:n], regs[n:]
-        # column col0 + t is attended when t < lim - col0 (one subtraction, n compares with
-        # constants)
-        left = Signal(signed(SPAN_BITS + 3), name="score_cols_left")
-        m.d.comb += left.eq(lim_b - col0_b)
+            upd, regs = stage(upd, beat + [left_in], "score_s0")
+            beat, (left,) = regs[:n], regs[n:]
+        # column col0 + t is attended when t < lim - col0 (n compares with constants)
         vals = []
         for t in range(n):
             v = Signal(signed(sb), name=f"score_in_{t}")
