@@ -385,27 +385,25 @@ class AttentionEngine(wiring.Component):
         # light attention's row limit less the row's position (_score_writer)
         lim_base = Mux(p.part == Part.WHOLE, p.l, p.span) - p.causal + 1
         x.lim_base = Signal(signed(SPAN_BITS + 3), name="cmd_lim_base")
-        # the checks, on the command taken (``cur``) the cycle after it is taken: they had
-        # run on the stream's payload in the cycle of the handshake, into the error
-        # registers and the state (for the clock; a cycle a command)
-        bad_size = Signal()
-        bad_kind = Signal()
-        bad_hash = Signal()
-        attend = x.is_.attend
+        # the checks, on the stream's payload into registers every idle cycle (with
+        # ``cur``), read in CHECK: they had run on ``cur`` in CHECK, into its move and the
+        # streams' ready (for the clock)
         # a chunk of a chunked light attention: one row tile, the chunk inside the set
-        bad_part = Signal()
-        m.d.comb += bad_part.eq((cur.part != Part.WHOLE) &
-                                (~attend | (cur.part > Part.SUM) | (cur.m > n) |
-                                 (cur.span < cur.l)))
-        m.d.comb += [
-            bad_size.eq((cur.m == 0) | (cur.k == 0) | (cur.l == 0) | (cur.k > self._k_buf) |
-                        (cur.l > self._b_rows) | bad_part |
-                        (x.is_.scoring & (cur.k > self.score_k_max)) |
-                        (attend & (cur.part == Part.WHOLE) & (cur.causal > cur.l)) |
-                        (attend & (cur.causal != 0) & (cur.pos0 >= cur.causal))),
-            bad_kind.eq(cur.kind > Kind.ATTEND),
-            bad_hash.eq(x.is_.hash & (cur.l != self._n_hp)),
-        ]
+        bad_part = ((p.part != Part.WHOLE) &
+                    (~attend_p | (p.part > Part.SUM) | (p.m > n) | (p.span < p.l)))
+        bad_size = ((p.m == 0) | (p.k == 0) | (p.l == 0) | (p.k > self._k_buf) |
+                    (p.l > self._b_rows) | bad_part |
+                    (flags["scoring"] & (p.k > self.score_k_max)) |
+                    (attend_p & (p.part == Part.WHOLE) & (p.causal > p.l)) |
+                    (attend_p & (p.causal != 0) & (p.pos0 >= p.causal)))
+        bad_kind = p.kind > Kind.ATTEND
+        bad_hash = flags["hash"] & (p.l != self._n_hp)
+        bad = Signal()                    # the command is refused ...
+        bad_code = Signal(2)              # ... with this error code
+        k_zero = Signal()                 # no beat a row: a refused command's beats, none
+        checks = [bad.eq(bad_size | bad_kind | bad_hash),
+                  bad_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
+                  k_zero.eq(p.k == 0)]
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
                      b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
 
@@ -418,18 +416,18 @@ class AttentionEngine(wiring.Component):
                 m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
                 m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
                 m.d.sync += x.lim_base.eq(lim_base)
+                m.d.sync += checks
                 m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
                              mt.eq((p.m + n - 1) >> exact_log2(n))]
                 m.d.comb += [row_d.eq(0), chunk_d.eq(0)]
                 with m.If(self.cmd.valid):
                     m.next = "CHECK"
             with m.State("CHECK"):
-                with m.If(bad_size | bad_kind | bad_hash):
+                with m.If(bad):
                     m.d.comb += x.refuse.eq(1)
-                    m.d.sync += [self.error.eq(1),
-                                 self.error_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
-                                 drop_a_row.eq(Mux(kc == 0, cur.m, 0)), drop_a_chunk.eq(0),
-                                 drop_b_row.eq(Mux(kc == 0, cur.l << 1, 0)),
+                    m.d.sync += [self.error.eq(1), self.error_code.eq(bad_code),
+                                 drop_a_row.eq(Mux(k_zero, cur.m, 0)), drop_a_chunk.eq(0),
+                                 drop_b_row.eq(Mux(k_zero, cur.l << 1, 0)),
                                  drop_b_chunk.eq(0),
                                  drop_bias.eq(Mux(x.is_.hash | x.is_.score, lt, 0))]
                     m.next = "DROP"
