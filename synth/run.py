@@ -76,8 +76,9 @@ BRAM_OUTREG_ENABLED: set[str] = {"attn"}
 # flows absorb them): the WTU's 16 lane products (operands and products) and its threshold's
 # three partial products (products only), 1 118 flip-flops (docs/wtu.md, session 39); the
 # attention array's cell products (products only: a cell's operands also go on to the next
-# cell), in the engine and alone (docs/attn.md, session 41)
-DSP_REGS: set[str] = {"wtu", "attn", "attn_array"}
+# cell), in the engine and alone (docs/attn.md, session 41); the exp unit's two partial
+# products a lane (session 42), in the engine and alone
+DSP_REGS: set[str] = {"wtu", "attn", "attn_array", "attn_exp"}
 # blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
 # KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
 # fabric, the HCU, whose seed 1 did not converge with its RAMs' output registers moved

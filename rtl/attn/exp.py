@@ -60,7 +60,7 @@ class ExpUnit(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from a beat's transfer on ``i`` to its offer on ``o`` (``o`` ready)."""
-        return 5
+        return 6
 
     @property
     def table(self) -> list[int]:
@@ -78,58 +78,72 @@ class ExpUnit(wiring.Component):
         has_tag = "tag" in dict(self.in_layout.members)
         Q = self.QUEUE
 
-        # Stages s0-s3 never stall (no enable on their registers: a stall signal from ``o``
-        # had reached thousands of enables in the engine). A beat leaving s3 goes into a
+        # Stages s0-s4 never stall (no enable on their registers: a stall signal from ``o``
+        # had reached thousands of enables in the engine). A beat leaving s4 goes into a
         # queue of Q + 1 beats whose head ``o`` offers; the input is ready while the beats
         # taken and not yet delivered (``held``, a counter) leave a place for every one of
-        # them in the queue, so nothing is ever dropped. Unblocked, at most 5 beats are
-        # held (s0-s3 and the queue's head), so the input is never refused: one beat a
-        # cycle at latency 5.
-        valid = [Signal(name=f"s{k}_valid") for k in range(4)]
+        # them in the queue, so nothing is ever dropped. Unblocked, at most 6 beats are
+        # held (s0-s4 and the queue's head), so the input is never refused: one beat a
+        # cycle at latency 6.
+        S = 5                                   # stages s0 .. s4
+        valid = [Signal(name=f"s{k}_valid") for k in range(S)]
         take, give = Signal(), Signal()
         held = Signal(range(Q + 3))
         o_valid = Signal(name="o_valid")        # the queue holds a beat
         m.d.comb += [self.i.ready.eq(held <= Q),
                      take.eq(self.i.valid & self.i.ready),
                      self.o.valid.eq(o_valid)]
-        m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1]) for k in range(1, 4)]
+        m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1]) for k in range(1, S)]
         m.d.sync += held.eq(held + take - give)
-        beat = Signal(self.out_layout)          # the beat leaving s3, into the queue
+        beat = Signal(self.out_layout)          # the beat leaving s4, into the queue
         if has_tag:
             tags = [Signal(self.in_layout.members["tag"], name=f"s{k}_tag", reset_less=True)
-                    for k in range(4)]
+                    for k in range(S)]
             m.d.sync += [tags[0].eq(self.i.payload.tag)] + [
-                tags[k].eq(tags[k - 1]) for k in range(1, 4)]
-            m.d.comb += beat.tag.eq(tags[3])
+                tags[k].eq(tags[k - 1]) for k in range(1, S)]
+            m.d.comb += beat.tag.eq(tags[S - 1])
 
         rom = memory.Memory(shape=Wb, depth=1 << F, init=self.table)
         m.submodules.rom = rom
+        # x · beta_m as two products of at most 18 x 18 bits (a DSP block's), x's low
+        # LO bits (unsigned) and its high bits (signed), each into its own register (a
+        # DSP's output register), added a stage later: the whole product in one cycle, its
+        # two multipliers and their sum's carry chain, had limited the clock
+        LO = 17 if self._x_bits > 18 else 0
         for j in range(N):
             # s0: x as it arrives (in the engine it comes straight from the score memory
             # less the row's maximum: with the multiplier in one cycle it limited the clock)
             s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}", reset_less=True)
-            s1_prod = Signal(signed(prod_bits), name=f"s1_prod_{j}", reset_less=True)
-            # s2 keeps the shifted product and n's low bits (n = -shifted: its low bits
+            s1_hi = Signal(signed(prod_bits - LO), name=f"s1_hi_{j}", reset_less=True)
+            s2_prod = Signal(signed(prod_bits), name=f"s2_prod_{j}", reset_less=True)
+            # s3 keeps the shifted product and n's low bits (n = -shifted: its low bits
             # need only the shifted product's, a short carry chain; the whole negation
-            # waits for s3, for the clock)
-            s2_v = Signal(signed(prod_bits), name=f"s2_v_{j}", reset_less=True)
-            s2_lo = Signal(F, name=f"s2_lo_{j}", reset_less=True)
-            s3_ip = Signal(prod_bits - F, name=f"s3_ip_{j}", reset_less=True)
+            # waits for s4, for the clock)
+            s3_v = Signal(signed(prod_bits), name=f"s3_v_{j}", reset_less=True)
+            s3_lo = Signal(F, name=f"s3_lo_{j}", reset_less=True)
+            s4_ip = Signal(prod_bits - F, name=f"s4_ip_{j}", reset_less=True)
             rd = rom.read_port()              # one ROM port per lane (a LUT ROM on FPGAs)
-            shifted = Signal(signed(prod_bits), name=f"s1_shift_{j}")
-            m.d.comb += [shifted.eq(s1_prod >> self.beta_shift), rd.addr.eq(s2_lo)]
-            m.d.sync += [s0_x.eq(self.i.payload.x[j]), s1_prod.eq(s0_x * self.beta_m),
-                         s2_v.eq(shifted), s2_lo.eq(-shifted[:F]),
-                         s3_ip.eq((-s2_v)[F:])]
-            m.d.comb += beat.w[j].eq(Mux(s3_ip >= Wb, 0,
-                                         rd.data >> s3_ip[:max(1, (Wb - 1).bit_length())]))
+            shifted = Signal(signed(prod_bits), name=f"s2_shift_{j}")
+            m.d.comb += [shifted.eq(s2_prod >> self.beta_shift), rd.addr.eq(s3_lo)]
+            m.d.sync += [s0_x.eq(self.i.payload.x[j]),
+                         s1_hi.eq(s0_x[LO:].as_signed() * self.beta_m)]
+            if LO:
+                s1_lo = Signal(LO + 16, name=f"s1_lo_{j}", reset_less=True)
+                m.d.sync += [s1_lo.eq(s0_x[:LO] * self.beta_m),
+                             s2_prod.eq((s1_hi << LO) + s1_lo)]
+            else:
+                m.d.sync += s2_prod.eq(s1_hi)
+            m.d.sync += [s3_v.eq(shifted), s3_lo.eq(-shifted[:F]),
+                         s4_ip.eq((-s3_v)[F:])]
+            m.d.comb += beat.w[j].eq(Mux(s4_ip >= Wb, 0,
+                                         rd.data >> s4_ip[:max(1, (Wb - 1).bit_length())]))
 
-        # the queue (first in, first out): every beat leaving s3 goes in, and ``o`` offers its
+        # the queue (first in, first out): every beat leaving s4 goes in, and ``o`` offers its
         # head, the beat straight from the queue's RAM and ``valid`` from a registered flag,
         # so ``o.ready`` reaches the queue's read pointer and counters alone (an output
-        # register s4 in front of it, loaded under ``o.ready``, had been the engine's
-        # widest enable after the array's); the same latency, the queue's write taking s4's
-        # cycle, and one place more in the queue for it
+        # register in front of it, loaded under ``o.ready``, had been the engine's
+        # widest enable after the array's); the queue's write takes that register's cycle,
+        # and the queue one place more for it
         queue = memory.Memory(shape=self.out_layout, depth=Q + 1, init=[])
         m.submodules.queue = queue
         q_wr, q_rd = queue.write_port(), queue.read_port(domain="comb")
@@ -138,13 +152,13 @@ class ExpUnit(wiring.Component):
         step = (lambda v: Mux(v == Q, 0, v + 1))
         m.d.comb += [give.eq(o_valid & self.o.ready),
                      q_rd.addr.eq(head), q_wr.addr.eq(tail), q_wr.data.eq(beat),
-                     q_wr.en.eq(valid[3]),
+                     q_wr.en.eq(valid[S - 1]),
                      self.o.payload.eq(q_rd.data)]
-        with m.If(valid[3]):
+        with m.If(valid[S - 1]):
             m.d.sync += tail.eq(step(tail))
         with m.If(give):
             m.d.sync += head.eq(step(head))
         level_next = Signal(range(Q + 2))
-        m.d.comb += level_next.eq(level + valid[3] - give)
+        m.d.comb += level_next.eq(level + valid[S - 1] - give)
         m.d.sync += [level.eq(level_next), o_valid.eq(level_next != 0)]
         return m
