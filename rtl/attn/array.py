@@ -4,12 +4,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vrex.rules import array_rules
 
-from ..lib import counter_layout, reduce_tree
+from ..lib import counter_layout, head_queue, reduce_tree
 
 __all__ = ["SystolicArray"]
 
@@ -214,11 +214,6 @@ class SystolicArray(wiring.Component):
         less with each row out."""
         n, q, acc_bits = self._n, self.queue_rows, self._acc_bits
         row_t = data.ArrayLayout(signed(acc_bits), n)
-        m.submodules.queue = words = memory.Memory(shape=row_t, depth=q, init=[])
-        wr, rd = words.write_port(), words.read_port(domain="comb")
-        produce, consume = Signal(range(q)), Signal(range(q))
-        count, count_next = Signal(range(q + 1)), Signal(range(q + 1))
-        has = Signal()                          # count != 0, registered
         put = Signal()                          # a row completes (registered)
         m.d.sync += put.eq(x.completing)
         row = Signal(row_t)
@@ -226,22 +221,16 @@ class SystolicArray(wiring.Component):
             m.d.comb += row[c].eq(reduce_tree(
                 m, [Mux(x.done[r], x.res[r][c], 0) for r in range(n)],
                 lambda p_, q_: p_ | q_, f"drain_c{c}"))
+        has, head, get = head_queue(m, "queue", row_t, q, put=put, data=row,
+                                    ready=self.o.ready)
         out_row = Signal(range(n))
         out_last = Signal(init=int(n == 1))     # out_row == n - 1, registered
-        get = Signal()
-        m.d.comb += [self.o.valid.eq(has), self.o.payload.c.eq(rd.data),
-                     self.o.payload.row.eq(out_row), self.o.payload.last.eq(out_last),
-                     get.eq(has & self.o.ready),
-                     rd.addr.eq(consume), wr.addr.eq(produce), wr.data.eq(row), wr.en.eq(put)]
-        step = (lambda v: Mux(v == q - 1, 0, v + 1))
-        with m.If(put):
-            m.d.sync += produce.eq(step(produce))
+        m.d.comb += [self.o.valid.eq(has), self.o.payload.c.eq(head),
+                     self.o.payload.row.eq(out_row), self.o.payload.last.eq(out_last)]
         with m.If(get):
-            m.d.sync += [consume.eq(step(consume)), out_row.eq(out_row + 1)]
+            m.d.sync += out_row.eq(out_row + 1)
             if n > 1:
                 m.d.sync += out_last.eq(out_row == n - 2)
-        m.d.comb += count_next.eq(count + put - get)
-        m.d.sync += [count.eq(count_next), has.eq(count_next != 0)]
         x.drained = get
         owed = Signal(range(q + n + 1))
         owed_next = Signal(range(q + n + 1))
