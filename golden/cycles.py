@@ -100,9 +100,9 @@ def part_cycles(n: int, d: int, m: int, l: int, part: int, pairs: bool = True) -
     (verif/attn/test_engine_sim.py: ``test_part_command_cycles``)."""
     kc, lt = _cdiv(d, n), _cdiv(l, n)
     load_b = (2 if pairs or part == 2 else 1) * l * kc
-    cyc = load_b + lt * (max(d, n) + m) + m * kc + 2 * n + 15
+    cyc = load_b + lt * (max(d, n) + m) + m * kc + 2 * n + 17
     if part == 2:
-        cyc += kc * max(l, n) + 2 * n + 6 - min(2, n - m)
+        cyc += kc * max(l, n) + 2 * n + 7 - min(3, n - m)
     return cyc
 
 

@@ -10,7 +10,7 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from vrex.rules import engine_rules
 
-from ..lib import counter_layout, reduce_tree, register
+from ..lib import counter_layout, reduce_tree, register, stepped_counter
 from .array import SystolicArray
 from .exp import ExpUnit
 
@@ -324,15 +324,6 @@ class AttentionEngine(wiring.Component):
         x.out_done = Signal()
         x.score_done = Signal()
         p = self.cmd.payload
-        # the load's position (row, chunk), its next value set combinationally by the states
-        # below, and whether each is at its last value, in registers set from the next
-        # values (the loads' last-index compares had sat between the operand streams'
-        # handshakes and the state's enable: for the clock)
-        row, row_d = Signal(16), Signal(16)
-        chunk, chunk_d = Signal(16), Signal(16)
-        chunk_last, row_last_l, row_last_lt = Signal(), Signal(), Signal()
-        m.d.comb += [row_d.eq(row), chunk_d.eq(chunk)]
-        m.d.sync += [row.eq(row_d), chunk.eq(chunk_d)]
         x.refuse = Signal()
 
         def row_chunk_step(row, chunk):
@@ -343,9 +334,9 @@ class AttentionEngine(wiring.Component):
 
         def load_step():
             with m.If(chunk_last):
-                m.d.comb += [chunk_d.eq(0), row_d.eq(row + 1)]
+                m.d.comb += [chunk_zero.eq(1), row_inc.eq(1)]
             with m.Else():
-                m.d.comb += chunk_d.eq(chunk + 1)
+                m.d.comb += chunk_inc.eq(1)
 
         # a refused command's beats, counted as rows of chunks (no multiplier)
         drop_a_row, drop_a_chunk = Signal(16), Signal(16)
@@ -380,8 +371,17 @@ class AttentionEngine(wiring.Component):
                     kt_pv=Mux(p.l < n, n, p.l) - 1,         # a P·V tile's: l padded to n
                     m=p.m - 1, l=p.l - 1, causal=p.causal - 1)
         x.m1 = SimpleNamespace(**{k: Signal(signed(18), name=f"cmd_{k}_m1") for k in less})
-        m.d.sync += [chunk_last.eq(chunk_d == x.m1.kc), row_last_l.eq(row_d == x.m1.l),
-                     row_last_lt.eq(row_d == x.m1.lt)]
+        # the load's position (row, chunk): the states below say whether each steps or goes
+        # back to 0 (``*_inc``, ``*_zero``: 0 wins), and whether each is at its last value
+        # is kept in a register, its next value chosen by those moves among three compares
+        # run from the registers beside them (the compares had sat behind the state's moves,
+        # and before that between the operand streams' handshakes and the state's enable:
+        # for the clock)
+        rc = stepped_counter(m, "load_row", 16, {"l": x.m1.l, "lt": x.m1.lt})
+        cc = stepped_counter(m, "load_chunk", 16, {"kc": x.m1.kc})
+        row, row_inc, row_zero = rc.pos, rc.inc, rc.zero
+        chunk, chunk_inc, chunk_zero = cc.pos, cc.inc, cc.zero
+        row_last_l, row_last_lt, chunk_last = rc.at["l"], rc.at["lt"], cc.at["kc"]
         # light attention's row limit less the row's position (_score_writer)
         lim_base = Mux(p.part == Part.WHOLE, p.l, p.span) - p.causal + 1
         x.lim_base = Signal(signed(SPAN_BITS + 3), name="cmd_lim_base")
@@ -419,7 +419,7 @@ class AttentionEngine(wiring.Component):
                 m.d.sync += checks
                 m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
                              mt.eq((p.m + n - 1) >> exact_log2(n))]
-                m.d.comb += [row_d.eq(0), chunk_d.eq(0)]
+                m.d.comb += [row_zero.eq(1), chunk_zero.eq(1)]
                 with m.If(self.cmd.valid):
                     m.next = "CHECK"
             with m.State("CHECK"):
@@ -451,9 +451,9 @@ class AttentionEngine(wiring.Component):
                 m.d.comb += [x.bias_wr.addr.eq(row), x.bias_wr.data.eq(self.bias.payload.data),
                              x.bias_wr.en.eq(self.bias.valid)]
                 with m.If(self.bias.valid):
-                    m.d.comb += row_d.eq(row + 1)
+                    m.d.comb += row_inc.eq(1)
                     with m.If(row_last_lt):
-                        m.d.comb += row_d.eq(0)
+                        m.d.comb += row_zero.eq(1)
                         m.next = "LOAD_B"
             with m.State("LOAD_B"):
                 m.d.comb += self.b.ready.eq(1)
@@ -465,12 +465,12 @@ class AttentionEngine(wiring.Component):
                 pairs = x.is_.pairs
                 with m.If(self.b.valid):
                     with m.If(pairs & chunk_last):
-                        m.d.comb += chunk_d.eq(0)        # this token's V row follows
+                        m.d.comb += chunk_zero.eq(1)     # this token's V row follows
                         m.next = "LOAD_V"
                     with m.Else():
                         load_step()
                     with m.If(~pairs & chunk_last & row_last_l):
-                        m.d.comb += row_d.eq(0)
+                        m.d.comb += row_zero.eq(1)
                         m.d.sync += start.eq(~x.is_.kv)
                         m.next = "RUN"
                         with m.If(x.is_.kv):
@@ -498,7 +498,6 @@ class AttentionEngine(wiring.Component):
         x.half_free = [Signal(name=f"a_half_free_{h}") for h in range(2)]
         tile = Signal(16)
         row = Signal(range(n + 1))
-        chunk, chunk_d = Signal(16), Signal(16)
         # the tile's rows less one and whether the chunk is a row's last, in registers (the
         # tile's rows had been a subtraction, a compare and a second subtraction in front of
         # the row's compare and the tile counter's enable: for the clock). The rows follow
@@ -507,9 +506,8 @@ class AttentionEngine(wiring.Component):
         left = Signal(signed(18))
         m.d.comb += left.eq(x.cur.m - (tile << exact_log2(n)))
         m.d.sync += rows_m1.eq(Mux(left >= n, n, left) - 1)
-        chunk_last = Signal()
-        m.d.comb += chunk_d.eq(chunk)
-        m.d.sync += [chunk.eq(chunk_d), chunk_last.eq(chunk_d == x.m1.kc)]
+        cc = stepped_counter(m, "a_chunk", 16, {"kc": x.m1.kc})
+        chunk, chunk_last = cc.pos, cc.at["kc"]
         half = tile[0]
         with m.FSM(name="a_fsm"):
             with m.State("WAIT"):
@@ -517,7 +515,7 @@ class AttentionEngine(wiring.Component):
                     m.next = "LOAD"
                 with m.If(~x.start):
                     m.d.sync += [tile.eq(0), row.eq(0)]
-                    m.d.comb += chunk_d.eq(0)
+                    m.d.comb += cc.zero.eq(1)
             with m.State("LOAD"):
                 m.d.comb += self.a.ready.eq(1)
                 addr = half * x.kc_max + chunk
@@ -526,7 +524,7 @@ class AttentionEngine(wiring.Component):
                                  wr.en.eq(self.a.valid & (row == r))]
                 with m.If(self.a.valid):
                     with m.If(chunk_last):
-                        m.d.comb += chunk_d.eq(0)
+                        m.d.comb += cc.zero.eq(1)
                         m.d.sync += row.eq(row + 1)
                         with m.If(row == rows_m1):
                             m.d.sync += [row.eq(0), tile.eq(tile + 1)]
@@ -535,7 +533,7 @@ class AttentionEngine(wiring.Component):
                                     m.d.sync += x.half_full[h].eq(1)
                             m.next = "WAIT"
                     with m.Else():
-                        m.d.comb += chunk_d.eq(chunk + 1)
+                        m.d.comb += cc.inc.eq(1)
         for h in range(2):
             with m.If(x.half_free[h]):
                 m.d.sync += x.half_full[h].eq(0)
@@ -606,6 +604,28 @@ class AttentionEngine(wiring.Component):
                      issue.eq(advance & running & ready_half)]
         kt_now_m1 = Mux(pv, x.m1.kt_pv, x.m1.kt)
         last_j = Mux(pv, x.m1.kc, x.m1.lt)
+        # whether the beat is its tile's last (kk == kt_now_m1) and the column tile its row
+        # tile's last (tile_j == last_j), in registers whose next values the issue only
+        # selects among compares run from registers (the compares had sat between the
+        # issue and the counters' and the halves' enables: for the clock)
+        kk_last = Signal(name="feed_kk_last")
+        j_last = Signal(name="feed_j_last")
+        moving = Signal()                       # the next beat starts the next row tile
+        m.d.comb += moving.eq(issue & kk_last & j_last)
+
+        def lasts_at_zero(pv_):                 # both counters at 0, the job's pv_
+            return (Mux(pv_, x.m1.kt_pv, x.m1.kt) == 0), (Mux(pv_, x.m1.kc, x.m1.lt) == 0)
+        with m.If(~x.start):
+            m.d.sync += [f.eq(v) for f, v in zip((kk_last, j_last), lasts_at_zero(zero["pv"]))]
+        with m.Elif(moving):
+            m.d.sync += [f.eq(v) for f, v in zip((kk_last, j_last),
+                                                  lasts_at_zero(tile_next["pv"]))]
+        with m.Elif(issue & kk_last):
+            m.d.sync += [kk_last.eq(kt_now_m1 == 0), j_last.eq((tile_j + 1)[:16] == last_j)]
+        with m.Elif(issue):
+            m.d.sync += [kk_last.eq((kk + 1)[:16] == kt_now_m1), j_last.eq(tile_j == last_j)]
+        with m.Else():
+            m.d.sync += [kk_last.eq(kk == kt_now_m1), j_last.eq(tile_j == last_j)]
         chunk = kk >> exact_log2(n) if n > 1 else kk
         for r in range(n):
             _, ard = x.a_mem[r]
@@ -621,7 +641,7 @@ class AttentionEngine(wiring.Component):
             base_j = tile_j << exact_log2(n)
             cols = Mux(pv, x.cur.k, x.cur.l)    # B's rows: V's dimensions in P·V
             m.d.sync += [f1_valid.eq(issue), f1_sel.eq(kk[:exact_log2(n)] if n > 1 else 0),
-                         f1_first.eq(kk == 0), f1_last.eq(kk == kt_now_m1),
+                         f1_first.eq(kk == 0), f1_last.eq(kk_last),
                          f1_in_k.eq(kk < Mux(pv, x.cur.l, x.cur.k)), f1_pv.eq(pv),
                          f1_a_rows.eq(Mux(x.cur.m - base_i >= n, n, x.cur.m - base_i)),
                          f1_b_rows.eq(Mux(cols - base_j >= n, n, cols - base_j))]
@@ -654,9 +674,9 @@ class AttentionEngine(wiring.Component):
         x.p_take = [Signal(name=f"p_take_{h}") for h in range(2)]
         m.d.comb += x.feed_stalled.eq(f2_valid & ~arr.i.ready)
         with m.If(issue):
-            with m.If(kk == kt_now_m1):
+            with m.If(kk_last):
                 m.d.sync += kk.eq(0)
-                with m.If(tile_j == last_j):
+                with m.If(j_last):
                     m.d.sync += [tile_j.eq(0), *(reg[k].eq(v) for k, v in tile_next.items())]
                     with m.If(pv):
                         m.d.sync += tile_p.eq(tile_p + 1)
@@ -755,46 +775,55 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [x.bias_rd.addr.eq(out_j), x.bias_rd_next.addr.eq(next_j)]
         moved = Signal()
         m.d.sync += moved.eq(take & o.last)
+        # A hash row goes through a register stage h1 first (the row, its column tile's bias
+        # word, where it stands), and its bits (c[t] > bias[t]) are compared from there: the
+        # compare had run on the array's queue head (a LUT RAM) into the output and the
+        # gathering registers (for the clock; a cycle more a hash command). A row's bits of
+        # the tiles before its last shift in from the top of its register, n at a time (tile
+        # j ends at bit j·n after the last tile's shift), so no bit goes through a shift by
+        # the tile's index; on its last tile the word is that register and the new bits.
+        h1_valid = Signal(name="hash_h1_valid")
+        h1_c = [Signal(signed(self._acc_bits), name=f"hash_h1_c_{t}", reset_less=True)
+                for t in range(n)]
+        h1_bias = [Signal(signed(self._acc_bits), name=f"hash_h1_bias_{t}", reset_less=True)
+                   for t in range(n)]
+        h1_row = Signal(range(n), name="hash_h1_row")
+        h1_emit = Signal(name="hash_h1_emit")          # the row's last column tile
+        h1_first, h1_last = Signal(name="hash_h1_first"), Signal(name="hash_h1_last")
+        h1_go = Signal(name="hash_h1_go")
+        h1_in = Signal(name="hash_h1_in")              # a real hash row taken into h1
+        m.d.comb += h1_go.eq(h1_valid & (~h1_emit | self.o_hash.ready))
+        with m.If(h1_in):
+            m.d.sync += [h1_valid.eq(1), h1_row.eq(o.row), h1_emit.eq(x.out_j_lt_last),
+                         h1_first.eq(grow == 0), h1_last.eq(grow == x.m1.m)]
+            for t in range(n):
+                m.d.sync += [h1_c[t].eq(o.c[t]),
+                             h1_bias[t].eq(Mux(moved, x.bias_rd_next.data[t],
+                                               x.bias_rd.data[t]))]
+        with m.Elif(h1_go | ~x.start):
+            m.d.sync += h1_valid.eq(0)
         bits = Signal(n)
         for t in range(n):
-            m.d.comb += bits[t].eq(o.c[t] > Mux(moved, x.bias_rd_next.data[t],
-                                                x.bias_rd.data[t]))
-        # A row's bits of the tiles before its last shift in from the top of its register,
-        # n at a time (tile j ends at bit j·n after the last tile's shift), so no bit goes
-        # through a shift by the tile's index, and a register's earlier contents have left it
-        # by the time its word is complete; the shift happens the cycle after the compare,
-        # from registered bits (the compare, the shift and the write were the engine's
-        # critical path). A row's next tile comes n >= 2 beats later, after its write (at
-        # n = 1 the next beat may be the row's next tile: there the shift is not deferred).
+            m.d.comb += bits[t].eq(h1_c[t] > h1_bias[t])
         tiles = -(-self._n_hp // n)
         word = Signal(tiles * n)
         if tiles > 1:
             acc = Array(Signal((tiles - 1) * n, name=f"hash_acc_{r}") for r in range(n))
-            late_valid, late_bits = Signal(), Signal(n)
-            late_row = Signal(range(n))
-            m.d.comb += word.eq(Cat(acc[o.row], bits))
-            if n == 1:
-                m.d.comb += [late_bits.eq(bits), late_row.eq(o.row)]
-            else:
-                m.d.sync += [late_valid.eq(0), late_bits.eq(bits), late_row.eq(o.row)]
-            with m.If(late_valid):
-                m.d.sync += acc[late_row].eq(Cat(acc[late_row][n:], late_bits) if tiles > 2
-                                             else late_bits)
+            m.d.comb += word.eq(Cat(acc[h1_row], bits))
+            with m.If(h1_go & ~h1_emit):
+                m.d.sync += acc[h1_row].eq(Cat(acc[h1_row][n:], bits) if tiles > 2 else bits)
         else:
             m.d.comb += word.eq(bits)
         m.d.comb += [self.o_hash.payload.hash.eq(word[:self._n_hp]),
                      self.o_hash.payload.layer.eq(x.cur.layer),
                      self.o_hash.payload.step.eq(x.cur.step),
-                     self.o_hash.payload.first.eq(grow == 0),
-                     self.o_hash.payload.last.eq(grow == x.m1.m)]
-        emit_hash = Signal()
-        m.d.comb += emit_hash.eq(x.out_j_lt_last)
+                     self.o_hash.payload.first.eq(h1_first),
+                     self.o_hash.payload.last.eq(h1_last),
+                     self.o_hash.valid.eq(h1_valid & h1_emit)]
         with m.If(~real):
             m.d.comb += arr.o.ready.eq(1)                       # padding rows are dropped
-        with m.Elif(is_hash & ~emit_hash):
-            m.d.comb += arr.o.ready.eq(1)                       # gathered, not yet a token
         with m.Elif(is_hash):
-            m.d.comb += [self.o_hash.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_hash.ready)]
+            m.d.comb += arr.o.ready.eq(~h1_valid | h1_go)
         with m.Elif(out_pv):
             m.d.comb += [x.div_valid.eq(arr.o.valid), arr.o.ready.eq(x.div_ready)]
         with m.Elif(x.is_.scoring):
@@ -802,9 +831,7 @@ class AttentionEngine(wiring.Component):
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
         m.d.comb += take.eq(arr.o.valid & arr.o.ready)
-        if tiles > 1:
-            with m.If(take & is_hash & ~emit_hash):   # (not another kind's tiles)
-                m.d[("comb" if n == 1 else "sync")] += late_valid.eq(1)
+        m.d.comb += h1_in.eq(take & real & is_hash)
         with m.If(take):
             with m.If(o.last):
                 with m.If(last_j_now):
@@ -815,7 +842,7 @@ class AttentionEngine(wiring.Component):
                         m.d.sync += out_s.eq(out_s + 1)
                 with m.Else():
                     m.d.sync += [out_j.eq(out_j1), out_j1.eq(out_j1 + 1)]
-        m.d.comb += x.out_done.eq(out_i >= x.mt)
+        m.d.comb += x.out_done.eq((out_i >= x.mt) & ~h1_valid)
         with m.If(~x.start):
             m.d.sync += [out_s.eq(0), out_p.eq(0), out_j.eq(0), out_j1.eq(1)]
         x.out_stalled = Signal()
@@ -837,7 +864,6 @@ class AttentionEngine(wiring.Component):
                      for h in range(2)]
         o = arr.o.payload
         half = x.out_i[0]
-        col0 = x.out_j << exact_log2(n)
         scoring = Signal()
         m.d.comb += scoring.eq(x.is_.scoring & ~x.out_pv)
         # a real score row taken: the array's ready for it spelled out (a free half), so the
@@ -853,33 +879,53 @@ class AttentionEngine(wiring.Component):
         # chunk (the whole chunk masked), and at most ``l`` (the columns past l are padding)
         pos = Signal(16)
         causal = x.is_.causal
+        # ``lim_base + pos`` and whether it is below ``l``, in registers stepped with pos (the
+        # row's limit had been an addition, a compare and a multiplexer behind the command's
+        # registers, into 2n limit registers and s0: for the clock): set while the engine
+        # is not started (the sum, then its compare a cycle later: the command's load takes
+        # at least two cycles after ``cur``), one more (below l until it reaches l - 1) with
+        # each row, and back to ``lim_base`` when pos wraps
+        lim_raw = Signal(signed(SPAN_BITS + 2), name="score_lim_raw")
+        lim_lt = Signal(name="score_lim_lt")
+        base_lt = Signal(name="score_lim_base_lt")
         lim_new = Signal(signed(SPAN_BITS + 2))
-        lim_raw = Signal(signed(SPAN_BITS + 2))
-        m.d.comb += [lim_raw.eq(x.lim_base + pos),
-                     lim_new.eq(Mux(causal & (lim_raw < x.cur.l), lim_raw, x.cur.l))]
-        # the columns of this tile the row attends to, less its first: ``lim - col0``, the
-        # subtraction ahead of s0 (for the clock: behind s0 it had been one path with the n
-        # compares and the mask into s1); col0 is 0 on the first column tile
+        m.d.comb += lim_new.eq(Mux(causal & lim_lt, lim_raw, x.cur.l))
+        # the columns of this tile the row attends to, less its first: ``lim - col0``, from
+        # ``lim_new`` on the first column tile, then from a ring of n registers, one a row
+        # (rows leave the array in order, n of them, padding included, each column tile):
+        # each row's value less n goes in at the tail as the row is taken, and comes out at
+        # the head for its next column tile (for the clock: the row's limit had been read
+        # through a multiplexer by the array's row and less col0, into s0)
+        ring = [Signal(signed(SPAN_BITS + 3), name=f"score_cols_left_{r}") for r in range(n)]
         left_in = Signal(signed(SPAN_BITS + 3), name="score_cols_left_in")
-        m.d.comb += left_in.eq(Mux(x.out_j == 0, lim_new,
-                                   Array(Array(x.row_lim[h]) for h in range(2))[half][o.row]
-                                   - col0))
+        m.d.comb += left_in.eq(Mux(x.out_j == 0, lim_new, ring[0]))
+        with m.If(x.out_take & scoring):
+            m.d.sync += [ring[r].eq(ring[r + 1]) for r in range(n - 1)]
+            m.d.sync += ring[n - 1].eq(left_in - n)
         with m.If(write & (x.out_j == 0)):
-            m.d.sync += pos.eq(Mux(pos == x.m1.causal, 0, pos + 1))
+            with m.If(pos == x.m1.causal):
+                m.d.sync += [pos.eq(0), lim_raw.eq(x.lim_base), lim_lt.eq(base_lt)]
+            with m.Else():
+                m.d.sync += [pos.eq(pos + 1), lim_raw.eq(lim_raw + 1),
+                             lim_lt.eq(lim_lt & (lim_raw != x.m1.l))]
         with m.If(~x.start):
-            m.d.sync += pos.eq(x.cur.pos0)
+            m.d.sync += [pos.eq(x.cur.pos0), lim_raw.eq(x.lim_base + x.cur.pos0),
+                         lim_lt.eq(lim_raw < x.cur.l), base_lt.eq(x.lim_base < x.cur.l)]
         lowest = Const(-(1 << (sb - 1)), signed(sb))
         for t in range(n):
             m.d.comb += x.score_wr.data[t].eq(o.c[t])
         # The row maxima trail the writes by a pipeline (for the clock: the array's drain
         # multiplexer, the masks, a tree of n compares and the running compare in one cycle
         # limited the engine): from n = 4 on, s0 registers the beat with its limit less its
-        # first column, s1 the masked beat, s2 the tree's lower half, from n = 8 on s3 the beat's
-        # maximum, and the running maximum takes the rest. Nothing waits for it: row r's
-        # last beat is taken at least n - 1 - r cycles before its tile's half is full, and
-        # the exp stage reads row r's maximum r·ceil(l / n) >= r cycles after that, so a
-        # maximum d cycles late is still in time when d <= n - 1 (d = 4 from n = 8 on, 3 at
-        # n = 4, 1 at n = 2, none at n = 1).
+        # first column, s1 the masked beat; at n = 4, s2 the tree's lower half and the
+        # running maximum takes the rest; from n = 8 on, a stage a level of the tree (s2 ..
+        # s(1 + log2 n)), then one more while the beat's maximum is compared with every
+        # row's (2n compares, registered: a row's maximum moves once a column tile, n rows
+        # apart, so its compare may run a cycle ahead of its update). Nothing waits for it:
+        # row r's last beat is taken at least n - 1 - r cycles before its tile's half is
+        # full, and the exp stage reads row r's maximum r·ceil(l / n) >= r cycles after that,
+        # so a maximum d cycles late is still in time when d <= n - 1 (d = 3 + log2 n from
+        # n = 8 on, 3 at n = 4, 1 at n = 2, none at n = 1).
         vmax = lambda p, q: Mux(p > q, p, q)
         upd = SimpleNamespace(valid=write, half=half, row=o.row, first=x.out_j == 0)
 
@@ -905,12 +951,22 @@ class AttentionEngine(wiring.Component):
             vals.append(v)
         if levels >= 1:
             upd, vals = stage(upd, vals, "score_s1")
-        if levels >= 2:
-            part = reduce_tree(m, vals, vmax, "score_beat_max_lo", levels=(levels + 1) // 2)
-            upd, vals = stage(upd, part, "score_s2")
-        beat_max = reduce_tree(m, vals, vmax, "score_beat_max")
         if levels >= 3:
-            upd, (beat_max,) = stage(upd, [beat_max], "score_s3")
+            for lv in range(levels):
+                upd, vals = stage(upd, reduce_tree(m, vals, vmax, f"score_beat_max_l{lv}",
+                                                   levels=1), f"score_s{2 + lv}")
+            beat_max = vals[0]
+            gt = [[Signal(name=f"score_gt_{h}_{r}") for r in range(n)] for h in range(2)]
+            m.d.sync += [gt[h][r].eq(beat_max > x.row_max[h][r])
+                         for h in range(2) for r in range(n)]
+            upd, (beat_max,) = stage(upd, [beat_max], f"score_s{2 + levels}")
+            greater = (lambda h, r: gt[h][r])
+        else:
+            if levels >= 2:
+                part = reduce_tree(m, vals, vmax, "score_beat_max_lo", levels=1)
+                upd, vals = stage(upd, part, "score_s2")
+            beat_max = reduce_tree(m, vals, vmax, "score_beat_max")
+            greater = (lambda h, r: beat_max > x.row_max[h][r])
         # a chunked attention's maximum: carried from chunk to chunk of its pass (restarted
         # on the first), then held through the sums' pass
         restart = Signal()
@@ -920,7 +976,7 @@ class AttentionEngine(wiring.Component):
             for r in range(n):
                 cur_max = x.row_max[h][r]
                 with m.If(upd.valid & ~hold & (upd.half == h) & (upd.row == r)):
-                    m.d.sync += cur_max.eq(Mux((upd.first & restart) | (beat_max > cur_max),
+                    m.d.sync += cur_max.eq(Mux((upd.first & restart) | greater(h, r),
                                                beat_max, cur_max))
                 with m.If(write & (half == h) & (o.row == r) & (x.out_j == 0)):
                     m.d.sync += x.row_lim[h][r].eq(lim_new)
@@ -932,15 +988,24 @@ class AttentionEngine(wiring.Component):
 
     def _score_reader(self, m, x):
         """A full half, word by word and row by row, into the exponential unit: ``s - max``
-        for the real columns, with the scores, counts and row framing beside it."""
+        for the real columns, with the scores, counts and row framing beside it. Two stages
+        move together (one enable: f2 empty or taken): f1 holds the word's address-side
+        fields while the memories read, f2 the words read (the score RAM's output register
+        on the FPGA: synth/bram_outreg.py) and each column's flag, real or not; the
+        subtraction runs from f2 (it had run on the RAM's output, 5.6 ns after the clock,
+        into the exp unit: for the clock)."""
         n, exp = self._n, self._exp
         ph = Signal()                            # the half being read
         ptile = Signal(16)                       # its row tile
         pr = Signal(range(n))                    # row in the tile
         pj = Signal(16)                          # word in the row
-        rows_here = Signal(range(n + 1))
-        m.d.comb += rows_here.eq(Mux(x.cur.m - (ptile << exact_log2(n)) >= n, n,
-                                     x.cur.m - (ptile << exact_log2(n))))
+        # pr is its tile's last row: row n - 1, or in the last tile row (m - 1) mod n
+        # (equality compares on registers: the tile's rows had been a subtraction, a compare
+        # and a multiplexer from the command's m, less one, in front of the compare with pr,
+        # ahead of the counters' enables: for the clock)
+        pr_last = Signal(name="score_rd_row_last")
+        m.d.comb += pr_last.eq((pr == n - 1) |
+                               ((ptile == x.m1.mt) & (pr == x.m1.m[:exact_log2(n)])))
         f1_valid = Signal()
         f1_col0 = Signal(16)
         f1_max = Signal(signed(self._score_bits))
@@ -950,9 +1015,21 @@ class AttentionEngine(wiring.Component):
         f1_word = Signal(16)
         f1_tile_last = Signal()
         f1_half = Signal()
+        f2_valid = Signal()
+        f2_max = Signal(signed(self._score_bits))
+        f2_first, f2_last, f2_head_last = Signal(), Signal(), Signal()
+        f2_row = Signal(range(n))
+        f2_word = Signal(16)
+        f2_tile_last = Signal()
+        f2_half = Signal()
+        f2_real = [Signal(name=f"score_f2_real_{t}") for t in range(n)]
+        f2_score = [Signal(signed(self._score_bits), name=f"score_f2_s_{t}", reset_less=True)
+                    for t in range(n)]
+        f2_count = [Signal.like(x.count_rd.data[t], name=f"score_f2_count_{t}",
+                                reset_less=True) for t in range(n)]
         advance = Signal()
         issue = Signal()
-        m.d.comb += [advance.eq(~f1_valid | exp.i.ready),
+        m.d.comb += [advance.eq(~f2_valid | exp.i.ready),
                      issue.eq(advance & x.start & Array(x.score_full)[ph])]
         m.d.comb += [x.score_rd.addr.eq((ph * n + pr) * x.row_words + pj),
                      x.score_rd.en.eq(advance),
@@ -963,14 +1040,14 @@ class AttentionEngine(wiring.Component):
                          f1_max.eq(Array(Array(x.row_max[h]) for h in range(2))[ph][pr]),
                          f1_lim.eq(Array(Array(x.row_lim[h]) for h in range(2))[ph][pr]),
                          f1_row.eq(pr), f1_word.eq(pj), f1_half.eq(ph),
-                         f1_tile_last.eq(row_last & (pr == rows_here - 1)),
+                         f1_tile_last.eq(row_last & pr_last),
                          f1_first.eq(pj == 0), f1_last.eq(row_last),
                          f1_head_last.eq(row_last &
                                          ((ptile << exact_log2(n)) + pr == x.m1.m))]
         with m.If(issue):
             with m.If(row_last):
                 m.d.sync += pj.eq(0)
-                with m.If(pr == rows_here - 1):
+                with m.If(pr_last):
                     m.d.sync += [pr.eq(0), ph.eq(~ph), ptile.eq(ptile + 1)]
                     for h in range(2):
                         m.d.comb += x.score_free[h].eq(ph == h)
@@ -978,19 +1055,28 @@ class AttentionEngine(wiring.Component):
                     m.d.sync += pr.eq(pr + 1)
             with m.Else():
                 m.d.sync += pj.eq(pj + 1)
+        with m.If(advance):
+            m.d.sync += [f2_valid.eq(f1_valid), f2_max.eq(f1_max), f2_first.eq(f1_first),
+                         f2_last.eq(f1_last), f2_head_last.eq(f1_head_last),
+                         f2_row.eq(f1_row), f2_word.eq(f1_word),
+                         f2_tile_last.eq(f1_tile_last), f2_half.eq(f1_half)]
+            for t in range(n):
+                m.d.sync += [f2_real[t].eq(f1_col0 + t < f1_lim),
+                             f2_score[t].eq(x.score_rd.data[t]),
+                             f2_count[t].eq(x.count_rd.data[t])]
         with m.If(~x.start):
-            m.d.sync += [ph.eq(0), ptile.eq(0), pr.eq(0), pj.eq(0), f1_valid.eq(0)]
+            m.d.sync += [ph.eq(0), ptile.eq(0), pr.eq(0), pj.eq(0), f1_valid.eq(0),
+                         f2_valid.eq(0)]
         tag = exp.i.payload.tag
         for t in range(n):
-            real = Signal(name=f"score_real_{t}")
-            m.d.comb += [real.eq(f1_col0 + t < f1_lim),
-                         exp.i.payload.x[t].eq(Mux(real, x.score_rd.data[t] - f1_max, 0)),
-                         tag.score[t].eq(Mux(real, x.score_rd.data[t], 0)),
-                         tag.count[t].eq(Mux(real, x.count_rd.data[t], 0)),
+            real = f2_real[t]
+            m.d.comb += [exp.i.payload.x[t].eq(Mux(real, f2_score[t] - f2_max, 0)),
+                         tag.score[t].eq(Mux(real, f2_score[t], 0)),
+                         tag.count[t].eq(Mux(real, f2_count[t], 0)),
                          tag.valid[t].eq(real)]
-        m.d.comb += [exp.i.valid.eq(f1_valid), tag.first.eq(f1_first), tag.last.eq(f1_last),
-                     tag.head_last.eq(f1_head_last), tag.row.eq(f1_row), tag.word.eq(f1_word),
-                     tag.tile_last.eq(f1_tile_last), tag.half.eq(f1_half),
+        m.d.comb += [exp.i.valid.eq(f2_valid), tag.first.eq(f2_first), tag.last.eq(f2_last),
+                     tag.head_last.eq(f2_head_last), tag.row.eq(f2_row), tag.word.eq(f2_word),
+                     tag.tile_last.eq(f2_tile_last), tag.half.eq(f2_half),
                      exp.beta_m.eq(x.cur.beta_m), exp.beta_shift.eq(x.cur.beta_shift)]
 
     def _score_packer(self, m, x):
@@ -1094,23 +1180,27 @@ class AttentionEngine(wiring.Component):
         m.d.comb += put.eq(exp.o.valid & x.is_.attend)
         w = [Signal(self._weight_bits, name=f"p_in_{t}") for t in range(n)]
         m.d.comb += [w[t].eq(Mux(ot.valid[t], exp.o.payload.w[t], 0)) for t in range(n)]
-        total = reduce_tree(m, w, lambda p, q: p + q, "p_sum")
+        # the exp unit's word in registers first (pw), then into P and, a cycle later still,
+        # summed from registers into its row's denominator (for the clock: the exp unit's
+        # queue head, the lanes' masks, the adder tree and the running sum had been one path,
+        # and the queue's head had fed P's write data). Nothing reads a denominator that
+        # early: P·V starts once the tile's P is written, and its rows reach the dividers
+        # >= 2n + 2 cycles later.
+        pw_put, pw_first, pw_row, pw_half, pw_word, pw_tile_last, *pw = register(
+            m, [put, ot.first & ~carry, ot.row, ot.half, ot.word, ot.tile_last, *w], "pw")
         for r, (wr, _) in enumerate(x.p_mem):
-            m.d.comb += [wr.addr.eq(ot.half * x.row_words + ot.word),
-                         wr.en.eq(put & (ot.row == r))]
-            m.d.comb += [wr.data[t].eq(w[t]) for t in range(n)]
-        # the word's sum goes into its row's denominator a cycle later, from registers (for
-        # the clock: the exp unit's output, the lanes' masks, the adder tree and the running
-        # sum had been one path). Nothing reads a denominator that early: P·V starts once
-        # the tile's P is written, and its rows reach the dividers >= 2n + 2 cycles later.
+            m.d.comb += [wr.addr.eq(pw_half * x.row_words + pw_word),
+                         wr.en.eq(pw_put & (pw_row == r))]
+            m.d.comb += [wr.data[t].eq(pw[t]) for t in range(n)]
+        total = reduce_tree(m, pw, lambda p, q: p + q, "p_sum")
         d_put, d_first, d_row, d_half, d_total = register(
-            m, [put, ot.first & ~carry, ot.row, ot.half, total], "den_in")
+            m, [pw_put, pw_first, pw_row, pw_half, total], "den_in")
         for r in range(n):
             for h in range(2):
                 with m.If(d_put & (d_row == r) & (d_half == h)):
                     m.d.sync += x.den[h][r].eq(Mux(d_first, 0, x.den[h][r]) + d_total)
         for h in range(2):
-            with m.If(put & ot.tile_last & (ot.half == h)):
+            with m.If(pw_put & pw_tile_last & (pw_half == h)):
                 m.d.sync += x.p_ready[h].eq(1)
             with m.Elif(x.p_take[h] | ~x.start):
                 m.d.sync += x.p_ready[h].eq(0)
@@ -1120,11 +1210,12 @@ class AttentionEngine(wiring.Component):
     def _divider(self, m, x):
         """P·V rows into ``o = round_div(num · 2**out_frac_bits, den)`` (one den a row).
 
-        A row from the array goes through two registers: s1 takes it (and reads the row's
-        sums carried from earlier chunks, a memory of n rows by the dimension words), s2 adds
-        them. From s2 the sums go back to the memory (a chunk of the sums' pass that is not
-        the final one) or into n restoring dividers side by side, ``DIV_BITS`` quotient bits
-        a cycle. ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder
+        A row from the array goes through three registers: s1 takes it (and reads the row's
+        sums carried from earlier chunks, a memory of n rows by the dimension words), s1b
+        takes the memory's word (its output register on the FPGA: synth/bram_outreg.py), s2
+        adds them and keeps the sums' magnitudes and signs. From s2 the sums go back to the
+        memory (a chunk of the sums' pass that is not the final one) or into n restoring
+        dividers side by side, ``DIV_BITS`` quotient bits a cycle. ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder
         starts at ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width,
         halving each step. The quotient fits ``8 + out_frac_bits`` bits (a convex combination
         of int8 values, rounded up to a multiple of DIV_BITS), so a beat takes
@@ -1153,15 +1244,24 @@ class AttentionEngine(wiring.Component):
                 col=Signal(16, name=f"{name}_col"), last=Signal(name=f"{name}_last"),
                 addr=Signal(range(n * x.vc_max), name=f"{name}_addr"))
 
-        s1, s2 = stage("pv_s1", self._acc_bits), stage("pv_s2", nb)
+        s1, s1b, s2 = (stage("pv_s1", self._acc_bits), stage("pv_s1b", self._acc_bits),
+                       stage("pv_s2", nb))
+        # the sums read for s1's row, registered (reset_less: the RAM's output register)
+        s1b_sum = [Signal(signed(nb), name=f"pv_s1b_sum_{t}", reset_less=True)
+                   for t in range(n)]
+        # s2's magnitudes and signs (the dividers' first remainder had been a negation and
+        # an addition behind the sums' addition: for the clock)
+        s2_mag = [Signal(nb, name=f"pv_s2_mag_{t}") for t in range(n)]
+        s2_neg = [Signal(name=f"pv_s2_neg_{t}") for t in range(n)]
         busy = Signal()
         done = Signal()
         # ~busy & ~done, as a register of its own (``busy`` enables some thousand divider
         # registers; the handshakes back to the array see this one)
         div_free = Signal(init=1)
-        s2_go, s1_go = Signal(), Signal()
+        s2_go, s1b_go, s1_go = Signal(), Signal(), Signal()
         m.d.comb += [s2_go.eq(s2.valid & (absorb | div_free)),
-                     s1_go.eq(s1.valid & (~s2.valid | s2_go)),
+                     s1b_go.eq(s1b.valid & (~s2.valid | s2_go)),
+                     s1_go.eq(s1.valid & (~s1b.valid | s1b_go)),
                      x.div_ready.eq(~s1.valid | s1_go)]
         take = Signal()
         m.d.comb += take.eq(x.div_valid & x.div_ready)
@@ -1180,15 +1280,25 @@ class AttentionEngine(wiring.Component):
         with m.Elif(s1_go):
             m.d.sync += s1.valid.eq(0)
         with m.If(s1_go):
-            m.d.sync += [s2.valid.eq(1), s2.addr.eq(s1.addr), s2.den.eq(s1.den),
-                         s2.row.eq(s1.row), s2.col.eq(s1.col), s2.last.eq(s1.last),
-                         *(s2.c[t].eq(s1.c[t] + Mux(carry, sum_rd.data[t], 0))
-                           for t in range(n))]
+            m.d.sync += [s1b.valid.eq(1), s1b.addr.eq(s1.addr), s1b.den.eq(s1.den),
+                         s1b.row.eq(s1.row), s1b.col.eq(s1.col), s1b.last.eq(s1.last),
+                         *(s1b.c[t].eq(s1.c[t]) for t in range(n)),
+                         *(s1b_sum[t].eq(sum_rd.data[t]) for t in range(n))]
+        with m.Elif(s1b_go):
+            m.d.sync += s1b.valid.eq(0)
+        with m.If(s1b_go):
+            m.d.sync += [s2.valid.eq(1), s2.addr.eq(s1b.addr), s2.den.eq(s1b.den),
+                         s2.row.eq(s1b.row), s2.col.eq(s1b.col), s2.last.eq(s1b.last)]
+            for t in range(n):
+                total = Signal(signed(nb), name=f"pv_s1b_total_{t}")
+                m.d.comb += total.eq(s1b.c[t] + Mux(carry, s1b_sum[t], 0))
+                m.d.sync += [s2.c[t].eq(total), s2_neg[t].eq(total < 0),
+                             s2_mag[t].eq(Mux(total < 0, -total, total))]
         with m.Elif(s2_go):
             m.d.sync += s2.valid.eq(0)
         m.d.comb += [sum_wr.addr.eq(s2.addr), sum_wr.en.eq(s2.valid & absorb),
                      *(sum_wr.data[t].eq(s2.c[t]) for t in range(n))]
-        m.d.comb += x.pv_idle.eq(~s1.valid & ~s2.valid)
+        m.d.comb += x.pv_idle.eq(~s1.valid & ~s1b.valid & ~s2.valid)
 
         count = Signal(range(qb + 1))
         dsh = Signal(d_bits)
@@ -1202,9 +1312,8 @@ class AttentionEngine(wiring.Component):
                          dsh3.eq(((s2.den << 1) + s2.den) << (qb - 1)),
                          row.eq(s2.row), col.eq(s2.col), last.eq(s2.last)]
             for t in range(n):
-                c = s2.c[t]
-                m.d.sync += [neg[t].eq(c < 0), quo[t].eq(0),
-                             rem[t].eq((Mux(c < 0, -c, c) << (F + 1)) + s2.den)]
+                m.d.sync += [neg[t].eq(s2_neg[t]), quo[t].eq(0),
+                             rem[t].eq((s2_mag[t] << (F + 1)) + s2.den)]
         with m.If(busy):
             # the two restoring steps (against d = dsh, then d / 2) as one radix-4 step: the
             # remainder less h, 2h and 3h (h = d / 2) side by side, the largest that is not
@@ -1243,7 +1352,7 @@ class AttentionEngine(wiring.Component):
             m.d.sync += div_free.eq(1)
         with m.If(~x.start):
             m.d.sync += [busy.eq(0), done.eq(0), div_free.eq(1), s1.valid.eq(0),
-                         s2.valid.eq(0)]
+                         s1b.valid.eq(0), s2.valid.eq(0)]
 
     def _counters(self, m, x):
         perf, ap = self.perf, self._array.perf

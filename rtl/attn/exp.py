@@ -8,6 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from vrex.rules import exp_rules
 
+from ..lib import head_queue
+
 __all__ = ["ExpUnit"]
 
 
@@ -32,7 +34,8 @@ class ExpUnit(wiring.Component):
     Attributes
         ``i`` (in stream: ``x[lanes]`` signed, ``tag``); ``o`` (out stream: ``w[lanes]``,
         ``tag``); ``beta_m`` (16 bits) and ``beta_shift`` (6 bits) run-time registers, held
-        steady while beats are in flight.
+        steady while beats are in flight and set no later than the first beat's transfer
+        (the unit registers them).
     """
 
     def __init__(self, *, lanes: int, frac_bits: int, weight_bits: int, x_bits: int,
@@ -89,10 +92,7 @@ class ExpUnit(wiring.Component):
         valid = [Signal(name=f"s{k}_valid") for k in range(S)]
         take, give = Signal(), Signal()
         held = Signal(range(Q + 3))
-        o_valid = Signal(name="o_valid")        # the queue holds a beat
-        m.d.comb += [self.i.ready.eq(held <= Q),
-                     take.eq(self.i.valid & self.i.ready),
-                     self.o.valid.eq(o_valid)]
+        m.d.comb += [self.i.ready.eq(held <= Q), take.eq(self.i.valid & self.i.ready)]
         m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1]) for k in range(1, S)]
         m.d.sync += held.eq(held + take - give)
         beat = Signal(self.out_layout)          # the beat leaving s4, into the queue
@@ -110,6 +110,12 @@ class ExpUnit(wiring.Component):
         # DSP's output register), added a stage later: the whole product in one cycle, its
         # two multipliers and their sum's carry chain, had limited the clock
         LO = 17 if self._x_bits > 18 else 0
+        # beta_m and beta_shift in registers of the unit's own (they come from the engine's
+        # command register, across the chip; for the clock): a beat's product reads beta_m
+        # a cycle after its transfer, so a beta set with the first beat is in time
+        beta_m = Signal(16, name="beta_m_r")
+        beta_shift = Signal(6, name="beta_shift_r")
+        m.d.sync += [beta_m.eq(self.beta_m), beta_shift.eq(self.beta_shift)]
         for j in range(N):
             # s0: x as it arrives (in the engine it comes straight from the score memory
             # less the row's maximum: with the multiplier in one cycle it limited the clock)
@@ -121,22 +127,28 @@ class ExpUnit(wiring.Component):
             # waits for s4, for the clock)
             s3_v = Signal(signed(prod_bits), name=f"s3_v_{j}", reset_less=True)
             s3_lo = Signal(F, name=f"s3_lo_{j}", reset_less=True)
-            s4_ip = Signal(prod_bits - F, name=f"s4_ip_{j}", reset_less=True)
+            # s4: whether the weight is 0 (ip >= weight_bits, that is -v >= weight_bits·2**F
+            # for v <= 0: a compare on v itself, no negation in front of it) and the shift,
+            # ip's low bits (a negation of v's low bits alone), not the whole ip (its compare
+            # had sat between the stage and the queue: for the clock)
+            sh_bits = max(1, (Wb - 1).bit_length())
+            s4_zero = Signal(name=f"s4_zero_{j}", reset_less=True)
+            s4_sh = Signal(sh_bits, name=f"s4_sh_{j}", reset_less=True)
             rd = rom.read_port()              # one ROM port per lane (a LUT ROM on FPGAs)
             shifted = Signal(signed(prod_bits), name=f"s2_shift_{j}")
-            m.d.comb += [shifted.eq(s2_prod >> self.beta_shift), rd.addr.eq(s3_lo)]
+            m.d.comb += [shifted.eq(s2_prod >> beta_shift), rd.addr.eq(s3_lo)]
             m.d.sync += [s0_x.eq(self.i.payload.x[j]),
-                         s1_hi.eq(s0_x[LO:].as_signed() * self.beta_m)]
+                         s1_hi.eq(s0_x[LO:].as_signed() * beta_m)]
             if LO:
                 s1_lo = Signal(LO + 16, name=f"s1_lo_{j}", reset_less=True)
-                m.d.sync += [s1_lo.eq(s0_x[:LO] * self.beta_m),
+                m.d.sync += [s1_lo.eq(s0_x[:LO] * beta_m),
                              s2_prod.eq((s1_hi << LO) + s1_lo)]
             else:
                 m.d.sync += s2_prod.eq(s1_hi)
             m.d.sync += [s3_v.eq(shifted), s3_lo.eq(-shifted[:F]),
-                         s4_ip.eq((-s3_v)[F:])]
-            m.d.comb += beat.w[j].eq(Mux(s4_ip >= Wb, 0,
-                                         rd.data >> s4_ip[:max(1, (Wb - 1).bit_length())]))
+                         s4_zero.eq(s3_v <= -(Wb << F)),
+                         s4_sh.eq((-s3_v[:F + sh_bits])[F:F + sh_bits])]
+            m.d.comb += beat.w[j].eq(Mux(s4_zero, 0, rd.data >> s4_sh))
 
         # the queue (first in, first out): every beat leaving s4 goes in, and ``o`` offers its
         # head, the beat straight from the queue's RAM and ``valid`` from a registered flag,
@@ -144,21 +156,7 @@ class ExpUnit(wiring.Component):
         # register in front of it, loaded under ``o.ready``, had been the engine's
         # widest enable after the array's); the queue's write takes that register's cycle,
         # and the queue one place more for it
-        queue = memory.Memory(shape=self.out_layout, depth=Q + 1, init=[])
-        m.submodules.queue = queue
-        q_wr, q_rd = queue.write_port(), queue.read_port(domain="comb")
-        head, tail = Signal(range(Q + 1)), Signal(range(Q + 1))
-        level = Signal(range(Q + 2))
-        step = (lambda v: Mux(v == Q, 0, v + 1))
-        m.d.comb += [give.eq(o_valid & self.o.ready),
-                     q_rd.addr.eq(head), q_wr.addr.eq(tail), q_wr.data.eq(beat),
-                     q_wr.en.eq(valid[S - 1]),
-                     self.o.payload.eq(q_rd.data)]
-        with m.If(valid[S - 1]):
-            m.d.sync += tail.eq(step(tail))
-        with m.If(give):
-            m.d.sync += head.eq(step(head))
-        level_next = Signal(range(Q + 2))
-        m.d.comb += level_next.eq(level + valid[S - 1] - give)
-        m.d.sync += [level.eq(level_next), o_valid.eq(level_next != 0)]
+        has, head, get = head_queue(m, "queue", self.out_layout, Q + 1, put=valid[S - 1],
+                                    data=beat, ready=self.o.ready)
+        m.d.comb += [give.eq(get), self.o.valid.eq(has), self.o.payload.eq(head)]
         return m
