@@ -231,15 +231,15 @@ class AttentionEngine(wiring.Component):
     def command_cycles(self, m: int, k: int, l: int, hash_: bool = False) -> int:
         """Cycles from a command's transfer to its last output beat, every operand stream
         valid and every output ready: the command's check (a cycle), biases (hash), B's
-        rows, A's first row tile, then one
-        tile of ``max(k, n)`` beats per row tile and column tile (the next row tile loads
-        meanwhile), and the array's flush up to the last real row (model checked against the
-        RTL in the tests)."""
+        rows, A's first row tile, then one tile of ``max(k, n)`` beats per row tile and column
+        tile (the next row tile loads meanwhile), the array's flush up to the last real row,
+        and for a hash its rows' register stage (model checked against the RTL in the
+        tests, GEMM and hash)."""
         n = self._n
         kc = -(-k // n)
         mt, lt = -(-m // n), -(-l // n)
         first_rows = min(n, m)
-        return (2 + (lt if hash_ else 0) + l * kc + first_rows * kc + 3
+        return (2 + (lt + 1 if hash_ else 0) + l * kc + first_rows * kc + 3
                 + mt * lt * max(k, n) - 1 + self._array.latency - (n - 1 - (m - 1) % n))
 
     def elaborate(self, platform):

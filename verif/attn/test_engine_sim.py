@@ -288,6 +288,12 @@ def test_command_cycles():
         want = gemm_command(ports, random_int8(rng, (m, k)), random_int8(rng, (l, k)), 4)
         _, when, perf = run(cfg, ports, want, [])
         assert when["o_gemm"][-1] == dut.command_cycles(m, k, l), (m, k, l)
+    hp = hyperplanes(1, 0, 0, cfg.n_hp, 20)
+    for m in (5, 12):                   # a hash: its biases first, its rows through h1
+        ports = empty_ports()
+        want = hash_command(ports, random_int8(rng, (m, 20)), hp, None, 4)
+        _, when, _ = run(cfg, ports, [], want)
+        assert when["o_hash"][-1] == dut.command_cycles(m, 20, cfg.n_hp, hash_=True), m
 
 
 @pytest.mark.parametrize("n, d, m, l, pairs", [
