@@ -198,7 +198,7 @@ def main(argv=None) -> int:
     for p in r["paths"](args.paths):
         print(f"\npath {p['slack_ns']:.3f} ns: {p['start']} -> {p['end']}")
         for kind, d, t, inst, pin in p["steps"]:
-            if d > 0.071 or kind != "logic" or (inst, pin) == p["steps"][-1][3:]:
+            if d > 0.071 or kind == "clk-to-q" or (inst, pin) == p["steps"][-1][3:]:
                 print(f"  {kind:8s} {d:6.3f} {t:7.3f}  {inst[-90:]}.{pin}")
     return 0
 

@@ -233,13 +233,13 @@ class AttentionEngine(wiring.Component):
         valid and every output ready: the command's check (a cycle), biases (hash), B's
         rows, A's first row tile, then one tile of ``max(k, n)`` beats per row tile and column
         tile (the next row tile loads meanwhile), the array's flush up to the last real row,
-        and for a hash its rows' register stage (model checked against the RTL in the
+        and for a hash its rows' two register stages (model checked against the RTL in the
         tests, GEMM and hash)."""
         n = self._n
         kc = -(-k // n)
         mt, lt = -(-m // n), -(-l // n)
         first_rows = min(n, m)
-        return (2 + (lt + 1 if hash_ else 0) + l * kc + first_rows * kc + 3
+        return (2 + (lt + 2 if hash_ else 0) + l * kc + first_rows * kc + 3
                 + mt * lt * max(k, n) - 1 + self._array.latency - (n - 1 - (m - 1) % n))
 
     def elaborate(self, platform):
@@ -385,25 +385,36 @@ class AttentionEngine(wiring.Component):
         # light attention's row limit less the row's position (_score_writer)
         lim_base = Mux(p.part == Part.WHOLE, p.l, p.span) - p.causal + 1
         x.lim_base = Signal(signed(SPAN_BITS + 3), name="cmd_lim_base")
-        # the checks, on the stream's payload into registers every idle cycle (with
-        # ``cur``), read in CHECK: they had run on ``cur`` in CHECK, into its move and the
-        # streams' ready (for the clock)
+        # the checks: each compare on the stream's payload into a register every idle cycle
+        # (with ``cur``), combined in CHECK with the command's kind flags (they had run on
+        # ``cur`` in CHECK, compares and all, into its move and the streams' ready; then on
+        # the payload into one register, the compares and their combination in a row: for
+        # the clock)
+        raw = dict(
+            m_zero=p.m == 0, k_zero=p.k == 0, l_zero=p.l == 0, k_over=p.k > self._k_buf,
+            l_over=p.l > self._b_rows, k_over_score=p.k > self.score_k_max,
+            chunked=p.part != Part.WHOLE, part_over=p.part > Part.SUM, m_over_n=p.m > n,
+            span_short=p.span < p.l, causal_over=p.causal > p.l, causal_on=p.causal != 0,
+            pos0_over=p.pos0 >= p.causal, kind_over=p.kind > Kind.ATTEND,
+            l_not_hp=p.l != self._n_hp)
+        ck = SimpleNamespace(**{k: Signal(name=f"check_{k}") for k in raw})
+        checks = [getattr(ck, k).eq(v) for k, v in raw.items()]
+        att = x.is_.attend
         # a chunk of a chunked light attention: one row tile, the chunk inside the set
-        bad_part = ((p.part != Part.WHOLE) &
-                    (~attend_p | (p.part > Part.SUM) | (p.m > n) | (p.span < p.l)))
-        bad_size = ((p.m == 0) | (p.k == 0) | (p.l == 0) | (p.k > self._k_buf) |
-                    (p.l > self._b_rows) | bad_part |
-                    (flags["scoring"] & (p.k > self.score_k_max)) |
-                    (attend_p & (p.part == Part.WHOLE) & (p.causal > p.l)) |
-                    (attend_p & (p.causal != 0) & (p.pos0 >= p.causal)))
-        bad_kind = p.kind > Kind.ATTEND
-        bad_hash = flags["hash"] & (p.l != self._n_hp)
-        bad = Signal()                    # the command is refused ...
-        bad_code = Signal(2)              # ... with this error code
-        k_zero = Signal()                 # no beat a row: a refused command's beats, none
-        checks = [bad.eq(bad_size | bad_kind | bad_hash),
-                  bad_code.eq(Mux(bad_size, 1, Mux(bad_kind, 2, 3))),
-                  k_zero.eq(p.k == 0)]
+        bad_part = ck.chunked & (~att | ck.part_over | ck.m_over_n | ck.span_short)
+        bad_size = Signal()
+        bad_kind = Signal()
+        bad_hash = Signal()
+        m.d.comb += [
+            bad_size.eq(ck.m_zero | ck.k_zero | ck.l_zero | ck.k_over | ck.l_over | bad_part |
+                        (x.is_.scoring & ck.k_over_score) |
+                        (att & ~ck.chunked & ck.causal_over) |
+                        (att & ck.causal_on & ck.pos0_over)),
+            bad_kind.eq(ck.kind_over),
+            bad_hash.eq(x.is_.hash & ck.l_not_hp)]
+        bad = bad_size | bad_kind | bad_hash           # the command is refused ...
+        bad_code = Mux(bad_size, 1, Mux(bad_kind, 2, 3))    # ... with this error code
+        k_zero = ck.k_zero                # no beat a row: a refused command's beats, none
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
                      b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
 
@@ -458,7 +469,7 @@ class AttentionEngine(wiring.Component):
             with m.State("LOAD_B"):
                 m.d.comb += self.b.ready.eq(1)
                 lane = row[:exact_log2(n)] if n > 1 else Const(0, 1)
-                addr = (row >> exact_log2(n)) * x.kc_max + chunk
+                addr = self._word(row >> exact_log2(n), chunk, x.kc_max)
                 for r, (wr, _) in enumerate(x.b_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.b.payload.data),
                                  wr.en.eq(self.b.valid & (lane == r))]
@@ -477,7 +488,7 @@ class AttentionEngine(wiring.Component):
                             m.next = "LOAD_V"
             with m.State("LOAD_V"):
                 m.d.comb += self.b.ready.eq(1)
-                m.d.comb += [x.v_wr.addr.eq(row * x.vc_max + chunk),
+                m.d.comb += [x.v_wr.addr.eq(self._word(row, chunk, x.vc_max)),
                              x.v_wr.data.eq(self.b.payload.data), x.v_wr.en.eq(self.b.valid)]
                 with m.If(self.b.valid):
                     load_step()
@@ -518,7 +529,7 @@ class AttentionEngine(wiring.Component):
                     m.d.comb += cc.zero.eq(1)
             with m.State("LOAD"):
                 m.d.comb += self.a.ready.eq(1)
-                addr = half * x.kc_max + chunk
+                addr = self._word(half, chunk, x.kc_max)
                 for r, (wr, _) in enumerate(x.a_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.a.payload.data),
                                  wr.en.eq(self.a.valid & (row == r))]
@@ -537,6 +548,16 @@ class AttentionEngine(wiring.Component):
         for h in range(2):
             with m.If(x.half_free[h]):
                 m.d.sync += x.half_full[h].eq(0)
+
+    @staticmethod
+    def _word(hi, lo, size: int):
+        """The address of word ``lo`` (< ``size``, which the callers' counters keep) of row
+        ``hi`` in a memory of ``size`` words a row: ``hi·size + lo``, bits side by side when
+        ``size`` is a power of two (no adder between a counter and a RAM's address: for the
+        clock)."""
+        if size & (size - 1) == 0:
+            return Cat(lo[:exact_log2(size)], hi)
+        return hi * size + lo
 
     @staticmethod
     def _job(m, x, s_next, p_next, name):
@@ -745,8 +766,18 @@ class AttentionEngine(wiring.Component):
         out_pv, out_i, last_j_now = reg["pv"], reg["oi"], reg["jlast"]
         grow = Signal(16)
         m.d.comb += grow.eq((out_i << exact_log2(n)) + o.row)
-        real = Signal()
-        m.d.comb += real.eq(o.row < reg["rows"])
+        # the row leaving the array is a real one (``o.row < rows``), in a register set from
+        # what the take does to the row (it steps, or goes back to 0 with the tile's last
+        # row) and to the rows (the next row tile's); the compare had sat in front of the
+        # array's ready and every enable behind it (for the clock). The array's row counter
+        # is 0 while the engine is stopped: every tile leaves all its n rows.
+        real = Signal(name="out_real")
+        with m.If(~x.start):
+            m.d.sync += real.eq(zero["rows"] != 0)
+        with m.Elif(take & o.last):
+            m.d.sync += real.eq(Mux(reg["jlast"], tile_next["rows"], reg["rows"]) != 0)
+        with m.Elif(take):
+            m.d.sync += real.eq(o.row + 1 < reg["rows"])
         last_tile = Signal()
         m.d.comb += last_tile.eq(reg["li"] & reg["jl"])
         x.out_i, x.out_j, x.real, x.out_take, x.out_pv = out_i, out_j, real, take, out_pv
@@ -775,55 +806,66 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [x.bias_rd.addr.eq(out_j), x.bias_rd_next.addr.eq(next_j)]
         moved = Signal()
         m.d.sync += moved.eq(take & o.last)
-        # A hash row goes through a register stage h1 first (the row, its column tile's bias
-        # word, where it stands), and its bits (c[t] > bias[t]) are compared from there: the
-        # compare had run on the array's queue head (a LUT RAM) into the output and the
-        # gathering registers (for the clock; a cycle more a hash command). A row's bits of
-        # the tiles before its last shift in from the top of its register, n at a time (tile
-        # j ends at bit j·n after the last tile's shift), so no bit goes through a shift by
-        # the tile's index; on its last tile the word is that register and the new bits.
-        h1_valid = Signal(name="hash_h1_valid")
+        # A hash row goes through two register stages: h1 takes the row and its column
+        # tile's bias word, h2 the bits compared from them (c[t] > bias[t]); the compare had
+        # run on the array's queue head (a LUT RAM) into the output and the gathering
+        # registers (for the clock; two cycles more a hash command). A row's bits of the
+        # tiles before its last shift in from the top of its register, n at a time (tile j
+        # ends at bit j·n after the last tile's shift), so no bit goes through a shift by the
+        # tile's index; on its last tile the word is that register and h2's bits.
+        def hash_stage(name):
+            return SimpleNamespace(
+                valid=Signal(name=f"hash_{name}_valid"),
+                row=Signal(range(n), name=f"hash_{name}_row"),
+                emit=Signal(name=f"hash_{name}_emit"),      # the row's last column tile
+                first=Signal(name=f"hash_{name}_first"), last=Signal(name=f"hash_{name}_last"),
+                go=Signal(name=f"hash_{name}_go"))
+        h1, h2 = hash_stage("h1"), hash_stage("h2")
         h1_c = [Signal(signed(self._acc_bits), name=f"hash_h1_c_{t}", reset_less=True)
                 for t in range(n)]
         h1_bias = [Signal(signed(self._acc_bits), name=f"hash_h1_bias_{t}", reset_less=True)
                    for t in range(n)]
-        h1_row = Signal(range(n), name="hash_h1_row")
-        h1_emit = Signal(name="hash_h1_emit")          # the row's last column tile
-        h1_first, h1_last = Signal(name="hash_h1_first"), Signal(name="hash_h1_last")
-        h1_go = Signal(name="hash_h1_go")
+        h2_bits = Signal(n, name="hash_h2_bits", reset_less=True)
         h1_in = Signal(name="hash_h1_in")              # a real hash row taken into h1
-        m.d.comb += h1_go.eq(h1_valid & (~h1_emit | self.o_hash.ready))
+        m.d.comb += [h2.go.eq(h2.valid & (~h2.emit | self.o_hash.ready)),
+                     h1.go.eq(h1.valid & (~h2.valid | h2.go))]
         with m.If(h1_in):
-            m.d.sync += [h1_valid.eq(1), h1_row.eq(o.row), h1_emit.eq(x.out_j_lt_last),
-                         h1_first.eq(grow == 0), h1_last.eq(grow == x.m1.m)]
+            m.d.sync += [h1.valid.eq(1), h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
+                         h1.first.eq(grow == 0), h1.last.eq(grow == x.m1.m)]
             for t in range(n):
                 m.d.sync += [h1_c[t].eq(o.c[t]),
                              h1_bias[t].eq(Mux(moved, x.bias_rd_next.data[t],
                                                x.bias_rd.data[t]))]
-        with m.Elif(h1_go | ~x.start):
-            m.d.sync += h1_valid.eq(0)
-        bits = Signal(n)
-        for t in range(n):
-            m.d.comb += bits[t].eq(h1_c[t] > h1_bias[t])
+        with m.Elif(h1.go):
+            m.d.sync += h1.valid.eq(0)
+        with m.If(h1.go):
+            m.d.sync += [h2.valid.eq(1), h2.row.eq(h1.row), h2.emit.eq(h1.emit),
+                         h2.first.eq(h1.first), h2.last.eq(h1.last),
+                         h2_bits.eq(Cat(h1_c[t] > h1_bias[t] for t in range(n)))]
+        with m.Elif(h2.go):
+            m.d.sync += h2.valid.eq(0)
+        with m.If(~x.start):
+            m.d.sync += [h1.valid.eq(0), h2.valid.eq(0)]
         tiles = -(-self._n_hp // n)
         word = Signal(tiles * n)
         if tiles > 1:
             acc = Array(Signal((tiles - 1) * n, name=f"hash_acc_{r}") for r in range(n))
-            m.d.comb += word.eq(Cat(acc[h1_row], bits))
-            with m.If(h1_go & ~h1_emit):
-                m.d.sync += acc[h1_row].eq(Cat(acc[h1_row][n:], bits) if tiles > 2 else bits)
+            m.d.comb += word.eq(Cat(acc[h2.row], h2_bits))
+            with m.If(h2.go & ~h2.emit):
+                m.d.sync += acc[h2.row].eq(Cat(acc[h2.row][n:], h2_bits) if tiles > 2
+                                           else h2_bits)
         else:
-            m.d.comb += word.eq(bits)
+            m.d.comb += word.eq(h2_bits)
         m.d.comb += [self.o_hash.payload.hash.eq(word[:self._n_hp]),
                      self.o_hash.payload.layer.eq(x.cur.layer),
                      self.o_hash.payload.step.eq(x.cur.step),
-                     self.o_hash.payload.first.eq(h1_first),
-                     self.o_hash.payload.last.eq(h1_last),
-                     self.o_hash.valid.eq(h1_valid & h1_emit)]
+                     self.o_hash.payload.first.eq(h2.first),
+                     self.o_hash.payload.last.eq(h2.last),
+                     self.o_hash.valid.eq(h2.valid & h2.emit)]
         with m.If(~real):
             m.d.comb += arr.o.ready.eq(1)                       # padding rows are dropped
         with m.Elif(is_hash):
-            m.d.comb += arr.o.ready.eq(~h1_valid | h1_go)
+            m.d.comb += arr.o.ready.eq(~h1.valid | h1.go)
         with m.Elif(out_pv):
             m.d.comb += [x.div_valid.eq(arr.o.valid), arr.o.ready.eq(x.div_ready)]
         with m.Elif(x.is_.scoring):
@@ -842,7 +884,7 @@ class AttentionEngine(wiring.Component):
                         m.d.sync += out_s.eq(out_s + 1)
                 with m.Else():
                     m.d.sync += [out_j.eq(out_j1), out_j1.eq(out_j1 + 1)]
-        m.d.comb += x.out_done.eq((out_i >= x.mt) & ~h1_valid)
+        m.d.comb += x.out_done.eq((out_i >= x.mt) & ~h1.valid & ~h2.valid)
         with m.If(~x.start):
             m.d.sync += [out_s.eq(0), out_p.eq(0), out_j.eq(0), out_j1.eq(1)]
         x.out_stalled = Signal()
@@ -871,7 +913,7 @@ class AttentionEngine(wiring.Component):
         # kind's ready (for the clock)
         write = Signal()
         m.d.comb += write.eq(arr.o.valid & x.real & scoring & ~Array(x.score_full)[half])
-        m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
+        m.d.comb += [x.score_wr.addr.eq(self._word(half * n + o.row, x.out_j, x.row_words)),
                      x.score_wr.en.eq(write)]
         # the row's limit: set on its first column tile, from a position counter over rows
         # (from ``pos0``); in a chunk of a longer set, counted from the chunk's first token:
@@ -939,15 +981,17 @@ class AttentionEngine(wiring.Component):
             return nxt, register(m, items, f"{name}_v")
 
         levels = exact_log2(n)
-        beat, left = list(o.c), left_in
+        # column col0 + t is attended when t < lim - col0 (n compares with constants, ahead
+        # of s0 from n = 4 on: behind it they had sat in front of the masks' wide fan-out)
+        beat = list(o.c)
+        on = [left_in > t for t in range(n)]
         if levels >= 2:
-            upd, regs = stage(upd, beat + [left_in], "score_s0")
-            beat, (left,) = regs[:n], regs[n:]
-        # column col0 + t is attended when t < lim - col0 (n compares with constants)
+            upd, regs = stage(upd, beat + on, "score_s0")
+            beat, on = regs[:n], regs[n:]
         vals = []
         for t in range(n):
             v = Signal(signed(sb), name=f"score_in_{t}")
-            m.d.comb += v.eq(Mux(left > t, beat[t], lowest))
+            m.d.comb += v.eq(Mux(on[t], beat[t], lowest))
             vals.append(v)
         if levels >= 1:
             upd, vals = stage(upd, vals, "score_s1")
@@ -1031,7 +1075,7 @@ class AttentionEngine(wiring.Component):
         issue = Signal()
         m.d.comb += [advance.eq(~f2_valid | exp.i.ready),
                      issue.eq(advance & x.start & Array(x.score_full)[ph])]
-        m.d.comb += [x.score_rd.addr.eq((ph * n + pr) * x.row_words + pj),
+        m.d.comb += [x.score_rd.addr.eq(self._word(ph * n + pr, pj, x.row_words)),
                      x.score_rd.en.eq(advance),
                      x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
         row_last = pj == x.m1.lt
@@ -1189,7 +1233,7 @@ class AttentionEngine(wiring.Component):
         pw_put, pw_first, pw_row, pw_half, pw_word, pw_tile_last, *pw = register(
             m, [put, ot.first & ~carry, ot.row, ot.half, ot.word, ot.tile_last, *w], "pw")
         for r, (wr, _) in enumerate(x.p_mem):
-            m.d.comb += [wr.addr.eq(pw_half * x.row_words + pw_word),
+            m.d.comb += [wr.addr.eq(self._word(pw_half, pw_word, x.row_words)),
                          wr.en.eq(pw_put & (pw_row == r))]
             m.d.comb += [wr.data[t].eq(pw[t]) for t in range(n)]
         total = reduce_tree(m, pw, lambda p, q: p + q, "p_sum")
@@ -1215,7 +1259,8 @@ class AttentionEngine(wiring.Component):
         takes the memory's word (its output register on the FPGA: synth/bram_outreg.py), s2
         adds them and keeps the sums' magnitudes and signs. From s2 the sums go back to the
         memory (a chunk of the sums' pass that is not the final one) or into n restoring
-        dividers side by side, ``DIV_BITS`` quotient bits a cycle. ``round_div(a, d) = sign(a) · floor((2|a| + d) / (2d))``: the remainder
+        dividers side by side, ``DIV_BITS`` quotient bits a cycle. ``round_div(a, d) =
+        sign(a) · floor((2|a| + d) / (2d))``: the remainder
         starts at ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width,
         halving each step. The quotient fits ``8 + out_frac_bits`` bits (a convex combination
         of int8 values, rounded up to a multiple of DIV_BITS), so a beat takes
@@ -1246,9 +1291,11 @@ class AttentionEngine(wiring.Component):
 
         s1, s1b, s2 = (stage("pv_s1", self._acc_bits), stage("pv_s1b", self._acc_bits),
                        stage("pv_s2", nb))
-        # the sums read for s1's row, registered (reset_less: the RAM's output register)
+        # the sums read for s1's row, registered (reset_less: the RAM's output register), and
+        # s1's row less one (for the magnitude: -(c + s) = ~(c - 1 + s))
         s1b_sum = [Signal(signed(nb), name=f"pv_s1b_sum_{t}", reset_less=True)
                    for t in range(n)]
+        s1b_cm1 = [Signal(signed(self._acc_bits + 1), name=f"pv_s1b_cm1_{t}") for t in range(n)]
         # s2's magnitudes and signs (the dividers' first remainder had been a negation and
         # an addition behind the sums' addition: for the clock)
         s2_mag = [Signal(nb, name=f"pv_s2_mag_{t}") for t in range(n)]
@@ -1283,17 +1330,22 @@ class AttentionEngine(wiring.Component):
             m.d.sync += [s1b.valid.eq(1), s1b.addr.eq(s1.addr), s1b.den.eq(s1.den),
                          s1b.row.eq(s1.row), s1b.col.eq(s1.col), s1b.last.eq(s1.last),
                          *(s1b.c[t].eq(s1.c[t]) for t in range(n)),
+                         *(s1b_cm1[t].eq(s1.c[t] - 1) for t in range(n)),
                          *(s1b_sum[t].eq(sum_rd.data[t]) for t in range(n))]
         with m.Elif(s1b_go):
             m.d.sync += s1b.valid.eq(0)
         with m.If(s1b_go):
             m.d.sync += [s2.valid.eq(1), s2.addr.eq(s1b.addr), s2.den.eq(s1b.den),
                          s2.row.eq(s1b.row), s2.col.eq(s1b.col), s2.last.eq(s1b.last)]
+            # the sum and its negation side by side (two additions, not an addition and a
+            # negation in a row: for the clock), the magnitude chosen by the sum's sign
             for t in range(n):
                 total = Signal(signed(nb), name=f"pv_s1b_total_{t}")
-                m.d.comb += total.eq(s1b.c[t] + Mux(carry, s1b_sum[t], 0))
+                less1 = Signal(signed(nb), name=f"pv_s1b_less1_{t}")
+                add = Mux(carry, s1b_sum[t], 0)
+                m.d.comb += [total.eq(s1b.c[t] + add), less1.eq(s1b_cm1[t] + add)]
                 m.d.sync += [s2.c[t].eq(total), s2_neg[t].eq(total < 0),
-                             s2_mag[t].eq(Mux(total < 0, -total, total))]
+                             s2_mag[t].eq(Mux(total < 0, ~less1, total))]
         with m.Elif(s2_go):
             m.d.sync += s2.valid.eq(0)
         m.d.comb += [sum_wr.addr.eq(s2.addr), sum_wr.en.eq(s2.valid & absorb),
