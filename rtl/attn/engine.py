@@ -469,7 +469,7 @@ class AttentionEngine(wiring.Component):
             with m.State("LOAD_B"):
                 m.d.comb += self.b.ready.eq(1)
                 lane = row[:exact_log2(n)] if n > 1 else Const(0, 1)
-                addr = self._word(row >> exact_log2(n), chunk, x.kc_max)
+                addr = (row >> exact_log2(n)) * x.kc_max + chunk
                 for r, (wr, _) in enumerate(x.b_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.b.payload.data),
                                  wr.en.eq(self.b.valid & (lane == r))]
@@ -488,7 +488,7 @@ class AttentionEngine(wiring.Component):
                             m.next = "LOAD_V"
             with m.State("LOAD_V"):
                 m.d.comb += self.b.ready.eq(1)
-                m.d.comb += [x.v_wr.addr.eq(self._word(row, chunk, x.vc_max)),
+                m.d.comb += [x.v_wr.addr.eq(row * x.vc_max + chunk),
                              x.v_wr.data.eq(self.b.payload.data), x.v_wr.en.eq(self.b.valid)]
                 with m.If(self.b.valid):
                     load_step()
@@ -529,7 +529,7 @@ class AttentionEngine(wiring.Component):
                     m.d.comb += cc.zero.eq(1)
             with m.State("LOAD"):
                 m.d.comb += self.a.ready.eq(1)
-                addr = self._word(half, chunk, x.kc_max)
+                addr = half * x.kc_max + chunk
                 for r, (wr, _) in enumerate(x.a_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.a.payload.data),
                                  wr.en.eq(self.a.valid & (row == r))]
@@ -548,16 +548,6 @@ class AttentionEngine(wiring.Component):
         for h in range(2):
             with m.If(x.half_free[h]):
                 m.d.sync += x.half_full[h].eq(0)
-
-    @staticmethod
-    def _word(hi, lo, size: int):
-        """The address of word ``lo`` (< ``size``, which the callers' counters keep) of row
-        ``hi`` in a memory of ``size`` words a row: ``hi·size + lo``, bits side by side when
-        ``size`` is a power of two (no adder between a counter and a RAM's address: for the
-        clock)."""
-        if size & (size - 1) == 0:
-            return Cat(lo[:exact_log2(size)], hi)
-        return hi * size + lo
 
     @staticmethod
     def _job(m, x, s_next, p_next, name):
@@ -913,7 +903,7 @@ class AttentionEngine(wiring.Component):
         # kind's ready (for the clock)
         write = Signal()
         m.d.comb += write.eq(arr.o.valid & x.real & scoring & ~Array(x.score_full)[half])
-        m.d.comb += [x.score_wr.addr.eq(self._word(half * n + o.row, x.out_j, x.row_words)),
+        m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
                      x.score_wr.en.eq(write)]
         # the row's limit: set on its first column tile, from a position counter over rows
         # (from ``pos0``); in a chunk of a longer set, counted from the chunk's first token:
@@ -1075,7 +1065,7 @@ class AttentionEngine(wiring.Component):
         issue = Signal()
         m.d.comb += [advance.eq(~f2_valid | exp.i.ready),
                      issue.eq(advance & x.start & Array(x.score_full)[ph])]
-        m.d.comb += [x.score_rd.addr.eq(self._word(ph * n + pr, pj, x.row_words)),
+        m.d.comb += [x.score_rd.addr.eq((ph * n + pr) * x.row_words + pj),
                      x.score_rd.en.eq(advance),
                      x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
         row_last = pj == x.m1.lt
@@ -1233,7 +1223,7 @@ class AttentionEngine(wiring.Component):
         pw_put, pw_first, pw_row, pw_half, pw_word, pw_tile_last, *pw = register(
             m, [put, ot.first & ~carry, ot.row, ot.half, ot.word, ot.tile_last, *w], "pw")
         for r, (wr, _) in enumerate(x.p_mem):
-            m.d.comb += [wr.addr.eq(self._word(pw_half, pw_word, x.row_words)),
+            m.d.comb += [wr.addr.eq(pw_half * x.row_words + pw_word),
                          wr.en.eq(pw_put & (pw_row == r))]
             m.d.comb += [wr.data[t].eq(pw[t]) for t in range(n)]
         total = reduce_tree(m, pw, lambda p, q: p + q, "p_sum")
