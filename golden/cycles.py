@@ -100,7 +100,7 @@ def part_cycles(n: int, d: int, m: int, l: int, part: int, pairs: bool = True) -
     (verif/attn/test_engine_sim.py: ``test_part_command_cycles``)."""
     kc, lt = _cdiv(d, n), _cdiv(l, n)
     load_b = (2 if pairs or part == 2 else 1) * l * kc
-    cyc = load_b + lt * (max(d, n) + m) + m * kc + 2 * n + 17
+    cyc = load_b + lt * (max(d, n) + m) + m * kc + 2 * n + 18
     if part == 2:
         cyc += kc * max(l, n) + 2 * n + 7 - min(3, n - m)
     return cyc

@@ -2,7 +2,7 @@
 ``golden.numerics.ExpUnit``."""
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -63,7 +63,7 @@ class ExpUnit(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from a beat's transfer on ``i`` to its offer on ``o`` (``o`` ready)."""
-        return 6
+        return 7
 
     @property
     def table(self) -> list[int]:
@@ -81,21 +81,27 @@ class ExpUnit(wiring.Component):
         has_tag = "tag" in dict(self.in_layout.members)
         Q = self.QUEUE
 
-        # Stages s0-s4 never stall (no enable on their registers: a stall signal from ``o``
-        # had reached thousands of enables in the engine). A beat leaving s4 goes into a
+        # Stages s0-s5 never stall (no enable on their registers: a stall signal from ``o``
+        # had reached thousands of enables in the engine). A beat leaving s5 goes into a
         # queue of Q + 1 beats whose head ``o`` offers; the input is ready while the beats
         # taken and not yet delivered (``held``, a counter) leave a place for every one of
-        # them in the queue, so nothing is ever dropped. Unblocked, at most 6 beats are
-        # held (s0-s4 and the queue's head), so the input is never refused: one beat a
-        # cycle at latency 6.
-        S = 5                                   # stages s0 .. s4
+        # them in the queue, so nothing is ever dropped. Unblocked, at most 7 beats are
+        # held (s0-s5 and the queue's head), so the input is never refused: one beat a
+        # cycle at latency 7.
+        S = 6                                   # stages s0 .. s5
         valid = [Signal(name=f"s{k}_valid") for k in range(S)]
         take, give = Signal(), Signal()
         held = Signal(range(Q + 3))
-        m.d.comb += [self.i.ready.eq(held <= Q), take.eq(self.i.valid & self.i.ready)]
+        held_next = Signal(range(Q + 3))
+        # the input's ready a register, set from the count's next value (the compare had sat
+        # between the count and the engine's score reader, whose issue moves a dozen
+        # counters: for the clock; cycle for cycle the same)
+        ready = Signal(init=1, name="i_ready")
+        m.d.comb += [held_next.eq(held + take - give), self.i.ready.eq(ready),
+                     take.eq(self.i.valid & ready)]
         m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1]) for k in range(1, S)]
-        m.d.sync += held.eq(held + take - give)
-        beat = Signal(self.out_layout)          # the beat leaving s4, into the queue
+        m.d.sync += [held.eq(held_next), ready.eq(held_next <= Q)]
+        beat = Signal(self.out_layout)          # the beat leaving s5, into the queue
         if has_tag:
             tags = [Signal(self.in_layout.members["tag"], name=f"s{k}_tag", reset_less=True)
                     for k in range(S)]
@@ -122,21 +128,26 @@ class ExpUnit(wiring.Component):
             s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}", reset_less=True)
             s1_hi = Signal(signed(prod_bits - LO), name=f"s1_hi_{j}", reset_less=True)
             s2_prod = Signal(signed(prod_bits), name=f"s2_prod_{j}", reset_less=True)
-            # s3 keeps the shifted product and n's low bits (n = -shifted: its low bits
+            # the shift by beta_shift over two stages: s3 by its multiple of 8 (beta_shift's
+            # high bits: an 8-way choice a bit), s4 by the rest (its low bits, 8-way); the
+            # 64-way shift of the whole product in one cycle, from a register every lane's
+            # 41 bits read, had limited the clock in the engine
+            s3_c = Signal(signed(prod_bits), name=f"s3_c_{j}", reset_less=True)
+            # s4 keeps the shifted product and n's low bits (n = -shifted: its low bits
             # need only the shifted product's, a short carry chain; the whole negation
-            # waits for s4, for the clock)
-            s3_v = Signal(signed(prod_bits), name=f"s3_v_{j}", reset_less=True)
-            s3_lo = Signal(F, name=f"s3_lo_{j}", reset_less=True)
-            # s4: whether the weight is 0 (ip >= weight_bits, that is -v >= weight_bits·2**F
+            # waits for s5, for the clock)
+            s4_v = Signal(signed(prod_bits), name=f"s4_v_{j}", reset_less=True)
+            s4_lo = Signal(F, name=f"s4_lo_{j}", reset_less=True)
+            # s5: whether the weight is 0 (ip >= weight_bits, that is -v >= weight_bits·2**F
             # for v <= 0: a compare on v itself, no negation in front of it) and the shift,
             # ip's low bits (a negation of v's low bits alone), not the whole ip (its compare
             # had sat between the stage and the queue: for the clock)
             sh_bits = max(1, (Wb - 1).bit_length())
-            s4_zero = Signal(name=f"s4_zero_{j}", reset_less=True)
-            s4_sh = Signal(sh_bits, name=f"s4_sh_{j}", reset_less=True)
+            s5_zero = Signal(name=f"s5_zero_{j}", reset_less=True)
+            s5_sh = Signal(sh_bits, name=f"s5_sh_{j}", reset_less=True)
             rd = rom.read_port()              # one ROM port per lane (a LUT ROM on FPGAs)
-            shifted = Signal(signed(prod_bits), name=f"s2_shift_{j}")
-            m.d.comb += [shifted.eq(s2_prod >> beta_shift), rd.addr.eq(s3_lo)]
+            shifted = Signal(signed(prod_bits), name=f"s3_shift_{j}")
+            m.d.comb += [shifted.eq(s3_c >> beta_shift[:3]), rd.addr.eq(s4_lo)]
             m.d.sync += [s0_x.eq(self.i.payload.x[j]),
                          s1_hi.eq(s0_x[LO:].as_signed() * beta_m)]
             if LO:
@@ -145,12 +156,13 @@ class ExpUnit(wiring.Component):
                              s2_prod.eq((s1_hi << LO) + s1_lo)]
             else:
                 m.d.sync += s2_prod.eq(s1_hi)
-            m.d.sync += [s3_v.eq(shifted), s3_lo.eq(-shifted[:F]),
-                         s4_zero.eq(s3_v <= -(Wb << F)),
-                         s4_sh.eq((-s3_v[:F + sh_bits])[F:F + sh_bits])]
-            m.d.comb += beat.w[j].eq(Mux(s4_zero, 0, rd.data >> s4_sh))
+            m.d.sync += [s3_c.eq(s2_prod >> Cat(Const(0, 3), beta_shift[3:])),
+                         s4_v.eq(shifted), s4_lo.eq(-shifted[:F]),
+                         s5_zero.eq(s4_v <= -(Wb << F)),
+                         s5_sh.eq((-s4_v[:F + sh_bits])[F:F + sh_bits])]
+            m.d.comb += beat.w[j].eq(Mux(s5_zero, 0, rd.data >> s5_sh))
 
-        # the queue (first in, first out): every beat leaving s4 goes in, and ``o`` offers its
+        # the queue (first in, first out): every beat leaving s5 goes in, and ``o`` offers its
         # head, the beat straight from the queue's RAM and ``valid`` from a registered flag,
         # so ``o.ready`` reaches the queue's read pointer and counters alone (an output
         # register in front of it, loaded under ``o.ready``, had been the engine's
