@@ -254,6 +254,7 @@ class AttentionEngine(wiring.Component):
         self._outputs(m, x)
         self._score_writer(m, x)
         self._score_reader(m, x)
+        self._score_flags(m, x)
         self._score_packer(m, x)
         self._p_writer(m, x)
         self._divider(m, x)
@@ -290,6 +291,11 @@ class AttentionEngine(wiring.Component):
         x.score_wr, x.score_rd = sm.write_port(), sm.read_port()
         x.score_full = [Signal(name=f"score_full_{h}") for h in range(2)]
         x.score_free = [Signal(name=f"score_free_{h}") for h in range(2)]
+        # the halves' full flags as the array's output and the score reader see them, the
+        # half of the row tile at the array's output free and the half being read full, in
+        # registers set from the flags' and the halves' next values (_score_flags)
+        x.out_half_free = Signal(init=1, name="score_out_half_free")
+        x.rd_half_full = Signal(name="score_rd_half_full")
         x.div_valid, x.div_ready = Signal(), Signal()      # P·V rows into the divider
         x.pv_idle = Signal()                               # no P·V row on its way to it
         x.p_ready = [Signal(name=f"p_ready_{h}") for h in range(2)]   # P's half is written
@@ -418,20 +424,26 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
                      b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
 
+        # the state is IDLE: a register of its own, set and cleared with the state's moves
+        # (the state's decoder had driven the enables of the command's 400 registers beside
+        # the load's handshakes and counters: for the clock)
+        idle = Signal(init=1, name="cmd_idle")
+        m.d.comb += self.cmd.ready.eq(idle)
+        with m.If(idle):
+            # the command and what it implies load every idle cycle, the last load being
+            # the command taken (their enables do not wait for the stream's valid: for the
+            # clock; nothing reads them before CHECK, the engine being idle)
+            m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
+            m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
+            m.d.sync += x.lim_base.eq(lim_base)
+            m.d.sync += checks
+            m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
+                         mt.eq((p.m + n - 1) >> exact_log2(n))]
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                # the command and what it implies load every idle cycle, the last load being
-                # the command taken (their enables do not wait for the stream's valid: for
-                # the clock; nothing reads them before CHECK, the engine being idle)
-                m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
-                m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
-                m.d.sync += x.lim_base.eq(lim_base)
-                m.d.sync += checks
-                m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
-                             mt.eq((p.m + n - 1) >> exact_log2(n))]
                 m.d.comb += [row_zero.eq(1), chunk_zero.eq(1)]
                 with m.If(self.cmd.valid):
+                    m.d.sync += idle.eq(0)
                     m.next = "CHECK"
             with m.State("CHECK"):
                 with m.If(bad):
@@ -456,6 +468,7 @@ class AttentionEngine(wiring.Component):
                 with m.If(self.bias.valid & (drop_bias != 0)):
                     m.d.sync += drop_bias.eq(drop_bias - 1)
                 with m.If(~a_left & ~b_left & (drop_bias == 0)):
+                    m.d.sync += idle.eq(1)
                     m.next = "IDLE"
             with m.State("BIAS"):
                 m.d.comb += self.bias.ready.eq(1)
@@ -499,7 +512,7 @@ class AttentionEngine(wiring.Component):
                         m.next = "LOAD_B"
             with m.State("RUN"):
                 with m.If(x.feed_done & x.out_done & x.score_done):
-                    m.d.sync += start.eq(0)
+                    m.d.sync += [start.eq(0), idle.eq(1)]
                     m.next = "IDLE"
 
     def _a_loader(self, m, x):
@@ -584,10 +597,12 @@ class AttentionEngine(wiring.Component):
                    left=Signal(name="feed_left"))
         pv, tile_i = reg["pv"], reg["ti"]
         if n >= 4:
-            # the next row tile's registers, computed ahead over two registered stages (for
-            # the clock): its job, then whether it is left. A row tile's beats are >= kt >= n
-            # cycles apart, so the values are in place two cycles after the counters move.
-            pv_a, ti_a = self._job(m, x, tile_s + ~pv, tile_p + pv, "feed_next")
+            # the next row tile's registers, computed ahead over three registered stages (for
+            # the clock): the counters' next values, its job, then whether it is left. A row
+            # tile's beats are >= kt >= n >= 4 cycles apart, so the values are in place
+            # three cycles after the counters move.
+            s_a, p_a = register(m, [tile_s + ~pv, tile_p + pv], "feed_next_sp")
+            pv_a, ti_a = self._job(m, x, s_a, p_a, "feed_next")
             pv_a, ti_a = register(m, [pv_a, ti_a], "feed_next_a")
             tile_next = dict(zip(("pv", "ti", "left"),
                                  register(m, [pv_a, ti_a, ti_a < x.mt], "feed_next_b")))
@@ -743,9 +758,10 @@ class AttentionEngine(wiring.Component):
                    li=Signal(name="out_i_last"), jl=Signal(name="out_j_lt_last"),
                    jlast=Signal(name="out_j_last"))
         if n >= 4:
-            # computed ahead over two registered stages, as in _feeder: a row tile's rows
+            # computed ahead over three registered stages, as in _feeder: a row tile's rows
             # leave the array >= n cycles apart (its n rows, padding included)
-            pv_a, oi_a = self._job(m, x, out_s + ~reg["pv"], out_p + reg["pv"], "out_next")
+            s_a, p_a = register(m, [out_s + ~reg["pv"], out_p + reg["pv"]], "out_next_sp")
+            pv_a, oi_a = self._job(m, x, s_a, p_a, "out_next")
             pv_a, oi_a = register(m, [pv_a, oi_a], "out_next_a")
             nxt = finish(pv_a, oi_a, Const(0, 16), "next")
             tile_next = dict(zip(nxt, register(m, list(nxt.values()), "out_next_b")))
@@ -772,11 +788,16 @@ class AttentionEngine(wiring.Component):
         m.d.comb += last_tile.eq(reg["li"] & reg["jl"])
         x.out_i, x.out_j, x.real, x.out_take, x.out_pv = out_i, out_j, real, take, out_pv
         x.out_j_lt_last = reg["jl"]
+        # the half of the row tile at the output next cycle (out_i's low bit)
+        x.out_half_next = Signal()
+        m.d.comb += x.out_half_next.eq(out_i[0])
         with m.If(~x.start):
             m.d.sync += [reg[k].eq(v) for k, v in zero.items()]
+            m.d.comb += x.out_half_next.eq(zero["oi"][0])
         with m.Elif(take & o.last):
             with m.If(last_j_now):
                 m.d.sync += [reg[k].eq(v) for k, v in tile_next.items()]
+                m.d.comb += x.out_half_next.eq(tile_next["oi"][0])
             with m.Else():
                 m.d.sync += [reg[k].eq(v) for k, v in step_next.items()]
         x.grow = grow
@@ -819,13 +840,18 @@ class AttentionEngine(wiring.Component):
         h1_in = Signal(name="hash_h1_in")              # a real hash row taken into h1
         m.d.comb += [h2.go.eq(h2.valid & (~h2.emit | self.o_hash.ready)),
                      h1.go.eq(h1.valid & (~h2.valid | h2.go))]
-        with m.If(h1_in):
-            m.d.sync += [h1.valid.eq(1), h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
+        # h1's fields load whenever h1 has room, a row taken or not (their enable had been
+        # the take, behind the array's ready and every kind's; h1.valid says whether
+        # they hold a row: for the clock)
+        with m.If(~h1.valid | h1.go):
+            m.d.sync += [h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
                          h1.first.eq(grow == 0), h1.last.eq(grow == x.m1.m)]
             for t in range(n):
                 m.d.sync += [h1_c[t].eq(o.c[t]),
                              h1_bias[t].eq(Mux(moved, x.bias_rd_next.data[t],
                                                x.bias_rd.data[t]))]
+        with m.If(h1_in):
+            m.d.sync += h1.valid.eq(1)
         with m.Elif(h1.go):
             m.d.sync += h1.valid.eq(0)
         with m.If(h1.go):
@@ -859,7 +885,7 @@ class AttentionEngine(wiring.Component):
         with m.Elif(out_pv):
             m.d.comb += [x.div_valid.eq(arr.o.valid), arr.o.ready.eq(x.div_ready)]
         with m.Elif(x.is_.scoring):
-            m.d.comb += arr.o.ready.eq(~Array(x.score_full)[out_i[0]])   # a free half
+            m.d.comb += arr.o.ready.eq(x.out_half_free)             # a free half
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
         m.d.comb += take.eq(arr.o.valid & arr.o.ready)
@@ -902,7 +928,7 @@ class AttentionEngine(wiring.Component):
         # write and the limits' enables do not wait for the output's multiplexer of every
         # kind's ready (for the clock)
         write = Signal()
-        m.d.comb += write.eq(arr.o.valid & x.real & scoring & ~Array(x.score_full)[half])
+        m.d.comb += write.eq(arr.o.valid & x.real & scoring & x.out_half_free)
         m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
                      x.score_wr.en.eq(write)]
         # the row's limit: set on its first column tile, from a position counter over rows
@@ -1014,11 +1040,10 @@ class AttentionEngine(wiring.Component):
                                                beat_max, cur_max))
                 with m.If(write & (half == h) & (o.row == r) & (x.out_j == 0)):
                     m.d.sync += x.row_lim[h][r].eq(lim_new)
+        x.score_fill = [Signal(name=f"score_fill_{h}") for h in range(2)]
         for h in range(2):
-            with m.If(x.out_take & o.last & x.out_j_lt_last & (half == h) & scoring):
-                m.d.sync += x.score_full[h].eq(1)
-            with m.Elif(x.score_free[h] | ~x.start):
-                m.d.sync += x.score_full[h].eq(0)
+            m.d.comb += x.score_fill[h].eq(x.out_take & o.last & x.out_j_lt_last &
+                                           (half == h) & scoring)
 
     def _score_reader(self, m, x):
         """A full half, word by word and row by row, into the exponential unit: ``s - max``
@@ -1064,7 +1089,7 @@ class AttentionEngine(wiring.Component):
         advance = Signal()
         issue = Signal()
         m.d.comb += [advance.eq(~f2_valid | exp.i.ready),
-                     issue.eq(advance & x.start & Array(x.score_full)[ph])]
+                     issue.eq(advance & x.start & x.rd_half_full)]
         m.d.comb += [x.score_rd.addr.eq((ph * n + pr) * x.row_words + pj),
                      x.score_rd.en.eq(advance),
                      x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
@@ -1101,6 +1126,8 @@ class AttentionEngine(wiring.Component):
         with m.If(~x.start):
             m.d.sync += [ph.eq(0), ptile.eq(0), pr.eq(0), pj.eq(0), f1_valid.eq(0),
                          f2_valid.eq(0)]
+        x.ph_next = Signal()                     # the half read next cycle
+        m.d.comb += x.ph_next.eq(Mux(x.start, ph ^ (issue & row_last & pr_last), 0))
         tag = exp.i.payload.tag
         for t in range(n):
             real = f2_real[t]
@@ -1112,6 +1139,25 @@ class AttentionEngine(wiring.Component):
                      tag.head_last.eq(f2_head_last), tag.row.eq(f2_row), tag.word.eq(f2_word),
                      tag.tile_last.eq(f2_tile_last), tag.half.eq(f2_half),
                      exp.beta_m.eq(x.cur.beta_m), exp.beta_shift.eq(x.cur.beta_shift)]
+
+    def _score_flags(self, m, x):
+        """The score buffer's halves: full once the array's output has written a row tile's
+        last column tile into one, free again once the reader has issued its last word. The
+        array's output and the reader each see their own half's flag in a register, set
+        from the flags' next values and the half each will be at next cycle (the flags had
+        been read through a multiplexer by the half in front of the array's ready, whose
+        take loads the output's counters and the hash stage's 2n words, and in front of the
+        reader's issue: for the clock; cycle for cycle the same)."""
+        full_next = [Signal(name=f"score_full_next_{h}") for h in range(2)]
+        for h in range(2):
+            m.d.comb += full_next[h].eq(x.score_full[h])
+            with m.If(x.score_fill[h]):
+                m.d.comb += full_next[h].eq(1)
+            with m.Elif(x.score_free[h] | ~x.start):
+                m.d.comb += full_next[h].eq(0)
+            m.d.sync += x.score_full[h].eq(full_next[h])
+        m.d.sync += [x.out_half_free.eq(~Array(full_next)[x.out_half_next]),
+                     x.rd_half_full.eq(Array(full_next)[x.ph_next])]
 
     def _score_packer(self, m, x):
         """Exp-unit words (n entries) into WTU beats (``wtu_lanes`` entries): several words
