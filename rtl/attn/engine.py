@@ -439,6 +439,27 @@ class AttentionEngine(wiring.Component):
             m.d.sync += checks
             m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
                          mt.eq((p.m + n - 1) >> exact_log2(n))]
+        # B's, V's and the biases' writes go through a register stage (address, data and
+        # enables; the state's decoder, the stream's valid and the lane's compare had run
+        # into the enables of RAMs across the chip: for the clock). A write lands a cycle
+        # after its beat: the last one the cycle after ``start``, long before the feeder's
+        # first read (it waits for A's first row tile) or the hash and count reads.
+        b_wr = [wr for wr, _ in x.b_mem]
+        bw_addr = Signal(b_wr[0].addr.shape(), name="b_wr_addr", reset_less=True)
+        bw_data = Signal(b_wr[0].data.shape(), name="b_wr_data", reset_less=True)
+        bw_en = Signal(n, name="b_wr_en")
+        vw_addr = Signal(x.v_wr.addr.shape(), name="v_wr_addr", reset_less=True)
+        vw_en = Signal(name="v_wr_en")
+        biw_addr = Signal(x.bias_wr.addr.shape(), name="bias_wr_addr", reset_less=True)
+        biw_data = Signal(x.bias_wr.data.shape(), name="bias_wr_data", reset_less=True)
+        biw_en = Signal(name="bias_wr_en")
+        m.d.sync += [bw_en.eq(0), vw_en.eq(0), biw_en.eq(0), bw_data.eq(self.b.payload.data),
+                     biw_data.eq(self.bias.payload.data)]
+        for r, wr in enumerate(b_wr):
+            m.d.comb += [wr.addr.eq(bw_addr), wr.data.eq(bw_data), wr.en.eq(bw_en[r])]
+        m.d.comb += [x.v_wr.addr.eq(vw_addr), x.v_wr.data.eq(bw_data), x.v_wr.en.eq(vw_en),
+                     x.bias_wr.addr.eq(biw_addr), x.bias_wr.data.eq(biw_data),
+                     x.bias_wr.en.eq(biw_en)]
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
                 m.d.comb += [row_zero.eq(1), chunk_zero.eq(1)]
@@ -472,8 +493,7 @@ class AttentionEngine(wiring.Component):
                     m.next = "IDLE"
             with m.State("BIAS"):
                 m.d.comb += self.bias.ready.eq(1)
-                m.d.comb += [x.bias_wr.addr.eq(row), x.bias_wr.data.eq(self.bias.payload.data),
-                             x.bias_wr.en.eq(self.bias.valid)]
+                m.d.sync += [biw_addr.eq(row), biw_en.eq(self.bias.valid)]
                 with m.If(self.bias.valid):
                     m.d.comb += row_inc.eq(1)
                     with m.If(row_last_lt):
@@ -483,9 +503,8 @@ class AttentionEngine(wiring.Component):
                 m.d.comb += self.b.ready.eq(1)
                 lane = row[:exact_log2(n)] if n > 1 else Const(0, 1)
                 addr = (row >> exact_log2(n)) * x.kc_max + chunk
-                for r, (wr, _) in enumerate(x.b_mem):
-                    m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.b.payload.data),
-                                 wr.en.eq(self.b.valid & (lane == r))]
+                m.d.sync += [bw_addr.eq(addr),
+                             bw_en.eq(Cat(self.b.valid & (lane == r) for r in range(n)))]
                 pairs = x.is_.pairs
                 with m.If(self.b.valid):
                     with m.If(pairs & chunk_last):
@@ -501,8 +520,7 @@ class AttentionEngine(wiring.Component):
                             m.next = "LOAD_V"
             with m.State("LOAD_V"):
                 m.d.comb += self.b.ready.eq(1)
-                m.d.comb += [x.v_wr.addr.eq(row * x.vc_max + chunk),
-                             x.v_wr.data.eq(self.b.payload.data), x.v_wr.en.eq(self.b.valid)]
+                m.d.sync += [vw_addr.eq(row * x.vc_max + chunk), vw_en.eq(self.b.valid)]
                 with m.If(self.b.valid):
                     load_step()
                     with m.If(chunk_last & row_last_l):
@@ -840,18 +858,13 @@ class AttentionEngine(wiring.Component):
         h1_in = Signal(name="hash_h1_in")              # a real hash row taken into h1
         m.d.comb += [h2.go.eq(h2.valid & (~h2.emit | self.o_hash.ready)),
                      h1.go.eq(h1.valid & (~h2.valid | h2.go))]
-        # h1's fields load whenever h1 has room, a row taken or not (their enable had been
-        # the take, behind the array's ready and every kind's; h1.valid says whether
-        # they hold a row: for the clock)
-        with m.If(~h1.valid | h1.go):
-            m.d.sync += [h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
+        with m.If(h1_in):
+            m.d.sync += [h1.valid.eq(1), h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
                          h1.first.eq(grow == 0), h1.last.eq(grow == x.m1.m)]
             for t in range(n):
                 m.d.sync += [h1_c[t].eq(o.c[t]),
                              h1_bias[t].eq(Mux(moved, x.bias_rd_next.data[t],
                                                x.bias_rd.data[t]))]
-        with m.If(h1_in):
-            m.d.sync += h1.valid.eq(1)
         with m.Elif(h1.go):
             m.d.sync += h1.valid.eq(0)
         with m.If(h1.go):
