@@ -396,28 +396,31 @@ class AttentionEngine(wiring.Component):
         # ``cur`` in CHECK, compares and all, into its move and the streams' ready; then on
         # the payload into one register, the compares and their combination in a row: for
         # the clock)
+        # (since session 43 each check is whole in its register, its compares and the kind
+        # flags it applies to, so that CHECK is an OR of registers: the combination with the
+        # kind flags in CHECK had been the critical path of seed 1)
+        chunked_p = p.part != Part.WHOLE
         raw = dict(
             m_zero=p.m == 0, k_zero=p.k == 0, l_zero=p.l == 0, k_over=p.k > self._k_buf,
-            l_over=p.l > self._b_rows, k_over_score=p.k > self.score_k_max,
-            chunked=p.part != Part.WHOLE, part_over=p.part > Part.SUM, m_over_n=p.m > n,
-            span_short=p.span < p.l, causal_over=p.causal > p.l, causal_on=p.causal != 0,
-            pos0_over=p.pos0 >= p.causal, kind_over=p.kind > Kind.ATTEND,
-            l_not_hp=p.l != self._n_hp)
+            l_over=p.l > self._b_rows,
+            k_over_score=flags["scoring"] & (p.k > self.score_k_max),
+            # a chunk of a chunked light attention: one row tile, the chunk inside the set
+            bad_part=chunked_p & (~attend_p | (p.part > Part.SUM) | (p.m > n) |
+                                  (p.span < p.l)),
+            causal_over=attend_p & ~chunked_p & (p.causal > p.l),
+            pos0_over=attend_p & (p.causal != 0) & (p.pos0 >= p.causal),
+            kind_over=p.kind > Kind.ATTEND,
+            hash_width=flags["hash"] & (p.l != self._n_hp))
         ck = SimpleNamespace(**{k: Signal(name=f"check_{k}") for k in raw})
         checks = [getattr(ck, k).eq(v) for k, v in raw.items()]
-        att = x.is_.attend
-        # a chunk of a chunked light attention: one row tile, the chunk inside the set
-        bad_part = ck.chunked & (~att | ck.part_over | ck.m_over_n | ck.span_short)
         bad_size = Signal()
         bad_kind = Signal()
         bad_hash = Signal()
         m.d.comb += [
-            bad_size.eq(ck.m_zero | ck.k_zero | ck.l_zero | ck.k_over | ck.l_over | bad_part |
-                        (x.is_.scoring & ck.k_over_score) |
-                        (att & ~ck.chunked & ck.causal_over) |
-                        (att & ck.causal_on & ck.pos0_over)),
+            bad_size.eq(ck.m_zero | ck.k_zero | ck.l_zero | ck.k_over | ck.l_over |
+                        ck.bad_part | ck.k_over_score | ck.causal_over | ck.pos0_over),
             bad_kind.eq(ck.kind_over),
-            bad_hash.eq(x.is_.hash & ck.l_not_hp)]
+            bad_hash.eq(ck.hash_width)]
         bad = bad_size | bad_kind | bad_hash           # the command is refused ...
         bad_code = Mux(bad_size, 1, Mux(bad_kind, 2, 3))    # ... with this error code
         k_zero = ck.k_zero                # no beat a row: a refused command's beats, none
@@ -467,13 +470,14 @@ class AttentionEngine(wiring.Component):
                     m.d.sync += idle.eq(0)
                     m.next = "CHECK"
             with m.State("CHECK"):
+                # the drop counters load in CHECK whether the command is refused or not (only
+                # DROP reads them; ``bad`` had been in front of their enables)
+                m.d.sync += [drop_a_row.eq(Mux(k_zero, cur.m, 0)), drop_a_chunk.eq(0),
+                             drop_b_row.eq(Mux(k_zero, cur.l << 1, 0)), drop_b_chunk.eq(0),
+                             drop_bias.eq(Mux(x.is_.hash | x.is_.score, lt, 0))]
                 with m.If(bad):
                     m.d.comb += x.refuse.eq(1)
-                    m.d.sync += [self.error.eq(1), self.error_code.eq(bad_code),
-                                 drop_a_row.eq(Mux(k_zero, cur.m, 0)), drop_a_chunk.eq(0),
-                                 drop_b_row.eq(Mux(k_zero, cur.l << 1, 0)),
-                                 drop_b_chunk.eq(0),
-                                 drop_bias.eq(Mux(x.is_.hash | x.is_.score, lt, 0))]
+                    m.d.sync += [self.error.eq(1), self.error_code.eq(bad_code)]
                     m.next = "DROP"
                 with m.Elif(x.is_.hash | x.is_.score):
                     m.next = "BIAS"
@@ -749,6 +753,7 @@ class AttentionEngine(wiring.Component):
         out_p = Signal(16)                      # the next row tile whose P·V comes out
         out_j = Signal(16)
         out_j1 = Signal(16, init=1)             # out_j + 1, kept beside it (for the clock)
+        out_j0 = Signal(init=1, name="out_j_zero")  # out_j == 0, likewise
         o = arr.o.payload
         take = Signal()
         is_hash = x.is_.hash
@@ -806,6 +811,7 @@ class AttentionEngine(wiring.Component):
         m.d.comb += last_tile.eq(reg["li"] & reg["jl"])
         x.out_i, x.out_j, x.real, x.out_take, x.out_pv = out_i, out_j, real, take, out_pv
         x.out_j_lt_last = reg["jl"]
+        x.out_j_zero = out_j0
         # the half of the row tile at the output next cycle (out_i's low bit)
         x.out_half_next = Signal()
         m.d.comb += x.out_half_next.eq(out_i[0])
@@ -906,16 +912,16 @@ class AttentionEngine(wiring.Component):
         with m.If(take):
             with m.If(o.last):
                 with m.If(last_j_now):
-                    m.d.sync += [out_j.eq(0), out_j1.eq(1)]
+                    m.d.sync += [out_j.eq(0), out_j1.eq(1), out_j0.eq(1)]
                     with m.If(out_pv):
                         m.d.sync += out_p.eq(out_p + 1)
                     with m.Else():
                         m.d.sync += out_s.eq(out_s + 1)
                 with m.Else():
-                    m.d.sync += [out_j.eq(out_j1), out_j1.eq(out_j1 + 1)]
+                    m.d.sync += [out_j.eq(out_j1), out_j1.eq(out_j1 + 1), out_j0.eq(0)]
         m.d.comb += x.out_done.eq((out_i >= x.mt) & ~h1.valid & ~h2.valid)
         with m.If(~x.start):
-            m.d.sync += [out_s.eq(0), out_p.eq(0), out_j.eq(0), out_j1.eq(1)]
+            m.d.sync += [out_s.eq(0), out_p.eq(0), out_j.eq(0), out_j1.eq(1), out_j0.eq(1)]
         x.out_stalled = Signal()
         m.d.comb += x.out_stalled.eq(arr.o.valid & ~arr.o.ready)
 
@@ -969,11 +975,11 @@ class AttentionEngine(wiring.Component):
         # through a multiplexer by the array's row and less col0, into s0)
         ring = [Signal(signed(SPAN_BITS + 3), name=f"score_cols_left_{r}") for r in range(n)]
         left_in = Signal(signed(SPAN_BITS + 3), name="score_cols_left_in")
-        m.d.comb += left_in.eq(Mux(x.out_j == 0, lim_new, ring[0]))
+        m.d.comb += left_in.eq(Mux(x.out_j_zero, lim_new, ring[0]))
         with m.If(x.out_take & scoring):
             m.d.sync += [ring[r].eq(ring[r + 1]) for r in range(n - 1)]
             m.d.sync += ring[n - 1].eq(left_in - n)
-        with m.If(write & (x.out_j == 0)):
+        with m.If(write & x.out_j_zero):
             with m.If(pos == x.m1.causal):
                 m.d.sync += [pos.eq(0), lim_raw.eq(x.lim_base), lim_lt.eq(base_lt)]
             with m.Else():
@@ -998,7 +1004,7 @@ class AttentionEngine(wiring.Component):
         # so a maximum d cycles late is still in time when d <= n - 1 (d = 3 + log2 n from
         # n = 8 on, 3 at n = 4, 1 at n = 2, none at n = 1).
         vmax = lambda p, q: Mux(p > q, p, q)
-        upd = SimpleNamespace(valid=write, half=half, row=o.row, first=x.out_j == 0)
+        upd = SimpleNamespace(valid=write, half=half, row=o.row, first=x.out_j_zero)
 
         def stage(prev, items, name):
             nxt = SimpleNamespace(valid=Signal(name=f"{name}_valid"),
@@ -1051,7 +1057,7 @@ class AttentionEngine(wiring.Component):
                 with m.If(upd.valid & ~hold & (upd.half == h) & (upd.row == r)):
                     m.d.sync += cur_max.eq(Mux((upd.first & restart) | greater(h, r),
                                                beat_max, cur_max))
-                with m.If(write & (half == h) & (o.row == r) & (x.out_j == 0)):
+                with m.If(write & (half == h) & (o.row == r) & x.out_j_zero):
                     m.d.sync += x.row_lim[h][r].eq(lim_new)
         x.score_fill = [Signal(name=f"score_fill_{h}") for h in range(2)]
         for h in range(2):
