@@ -624,8 +624,9 @@ class AttentionEngine(wiring.Component):
             # tile's beats are >= kt >= n >= 4 cycles apart, so the values are in place
             # three cycles after the counters move.
             s_a, p_a = register(m, [tile_s + ~pv, tile_p + pv], "feed_next_sp")
-            pv_a, ti_a = self._job(m, x, s_a, p_a, "feed_next")
-            pv_a, ti_a = register(m, [pv_a, ti_a], "feed_next_a")
+            pv_a, _ = self._job(m, x, s_a, p_a, "feed_next")
+            pv_a, s_a, p_a = register(m, [pv_a, s_a, p_a], "feed_next_a")
+            ti_a = Mux(pv_a, p_a, s_a)[:16]
             tile_next = dict(zip(("pv", "ti", "left"),
                                  register(m, [pv_a, ti_a, ti_a < x.mt], "feed_next_b")))
         else:
@@ -965,8 +966,12 @@ class AttentionEngine(wiring.Component):
         lim_raw = Signal(signed(SPAN_BITS + 2), name="score_lim_raw")
         lim_lt = Signal(name="score_lim_lt")
         base_lt = Signal(name="score_lim_base_lt")
-        lim_new = Signal(signed(SPAN_BITS + 2))
-        m.d.comb += lim_new.eq(Mux(causal & lim_lt, lim_raw, x.cur.l))
+        # the row's limit itself, ``causal & lim_lt ? lim_raw : l``, in a register too, set
+        # from the next values (since session 43: the multiplexers from the command's flag
+        # had sat in front of the masks' compares)
+        lim_new = Signal(signed(SPAN_BITS + 2), name="score_lim_new")
+        lim_raw_n = Signal(signed(SPAN_BITS + 2))
+        lim_lt_n = Signal()
         # the columns of this tile the row attends to, less its first: ``lim - col0``, from
         # ``lim_new`` on the first column tile, then from a ring of n registers, one a row
         # (rows leave the array in order, n of them, padding included, each column tile):
@@ -976,18 +981,29 @@ class AttentionEngine(wiring.Component):
         ring = [Signal(signed(SPAN_BITS + 3), name=f"score_cols_left_{r}") for r in range(n)]
         left_in = Signal(signed(SPAN_BITS + 3), name="score_cols_left_in")
         m.d.comb += left_in.eq(Mux(x.out_j_zero, lim_new, ring[0]))
-        with m.If(x.out_take & scoring):
+        # a score row (real or padding) taken: the array's ready under ``scoring`` spelled
+        # out (padding rows are dropped, real ones wait for a free half), so the ring and
+        # the halves' flags do not wait for the output's multiplexer of every kind's ready
+        # (for the clock: the P·V stages' handshake had reached the flags through it)
+        x.score_take = Signal()
+        m.d.comb += x.score_take.eq(arr.o.valid & scoring & (~x.real | x.out_half_free))
+        with m.If(x.score_take):
             m.d.sync += [ring[r].eq(ring[r + 1]) for r in range(n - 1)]
             m.d.sync += ring[n - 1].eq(left_in - n)
+        m.d.comb += [lim_raw_n.eq(lim_raw), lim_lt_n.eq(lim_lt)]
         with m.If(write & x.out_j_zero):
             with m.If(pos == x.m1.causal):
-                m.d.sync += [pos.eq(0), lim_raw.eq(x.lim_base), lim_lt.eq(base_lt)]
+                m.d.sync += pos.eq(0)
+                m.d.comb += [lim_raw_n.eq(x.lim_base), lim_lt_n.eq(base_lt)]
             with m.Else():
-                m.d.sync += [pos.eq(pos + 1), lim_raw.eq(lim_raw + 1),
-                             lim_lt.eq(lim_lt & (lim_raw != x.m1.l))]
+                m.d.sync += pos.eq(pos + 1)
+                m.d.comb += [lim_raw_n.eq(lim_raw + 1),
+                             lim_lt_n.eq(lim_lt & (lim_raw != x.m1.l))]
         with m.If(~x.start):
-            m.d.sync += [pos.eq(x.cur.pos0), lim_raw.eq(x.lim_base + x.cur.pos0),
-                         lim_lt.eq(lim_raw < x.cur.l), base_lt.eq(x.lim_base < x.cur.l)]
+            m.d.sync += [pos.eq(x.cur.pos0), base_lt.eq(x.lim_base < x.cur.l)]
+            m.d.comb += [lim_raw_n.eq(x.lim_base + x.cur.pos0), lim_lt_n.eq(lim_raw < x.cur.l)]
+        m.d.sync += [lim_raw.eq(lim_raw_n), lim_lt.eq(lim_lt_n),
+                     lim_new.eq(Mux(causal & lim_lt_n, lim_raw_n, x.cur.l))]
         lowest = Const(-(1 << (sb - 1)), signed(sb))
         for t in range(n):
             m.d.comb += x.score_wr.data[t].eq(o.c[t])
@@ -1061,8 +1077,8 @@ class AttentionEngine(wiring.Component):
                     m.d.sync += x.row_lim[h][r].eq(lim_new)
         x.score_fill = [Signal(name=f"score_fill_{h}") for h in range(2)]
         for h in range(2):
-            m.d.comb += x.score_fill[h].eq(x.out_take & o.last & x.out_j_lt_last &
-                                           (half == h) & scoring)
+            m.d.comb += x.score_fill[h].eq(x.score_take & o.last & x.out_j_lt_last &
+                                           (half == h))
 
     def _score_reader(self, m, x):
         """A full half, word by word and row by row, into the exponential unit: ``s - max``
