@@ -810,7 +810,7 @@ class AttentionEngine(wiring.Component):
             m.d.sync += real.eq(o.row + 1 < reg["rows"])
         last_tile = Signal()
         m.d.comb += last_tile.eq(reg["li"] & reg["jl"])
-        x.out_i, x.out_j, x.real, x.out_take, x.out_pv = out_i, out_j, real, take, out_pv
+        x.out_i, x.out_j, x.real, x.out_pv = out_i, out_j, real, out_pv
         x.out_j_lt_last = reg["jl"]
         x.out_j_zero = out_j0
         # the half of the row tile at the output next cycle (out_i's low bit)
@@ -944,11 +944,15 @@ class AttentionEngine(wiring.Component):
         half = x.out_i[0]
         scoring = Signal()
         m.d.comb += scoring.eq(x.is_.scoring & ~x.out_pv)
-        # a real score row taken: the array's ready for it spelled out (a free half), so the
-        # write and the limits' enables do not wait for the output's multiplexer of every
-        # kind's ready (for the clock)
+        # a score row (real or padding) taken: the array's ready under ``scoring`` spelled
+        # out (padding rows are dropped, real ones wait for a free half), so the write, the
+        # ring, the limits and the halves' flags do not wait for the output's multiplexer of
+        # every kind's ready (for the clock: the P·V stages' handshake had reached the
+        # flags through it); ``write``: a real one
+        x.score_take = Signal()
         write = Signal()
-        m.d.comb += write.eq(arr.o.valid & x.real & scoring & x.out_half_free)
+        m.d.comb += [x.score_take.eq(arr.o.valid & scoring & (~x.real | x.out_half_free)),
+                     write.eq(x.score_take & x.real)]
         m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
                      x.score_wr.en.eq(write)]
         # the row's limit: set on its first column tile, from a position counter over rows
@@ -981,12 +985,6 @@ class AttentionEngine(wiring.Component):
         ring = [Signal(signed(SPAN_BITS + 3), name=f"score_cols_left_{r}") for r in range(n)]
         left_in = Signal(signed(SPAN_BITS + 3), name="score_cols_left_in")
         m.d.comb += left_in.eq(Mux(x.out_j_zero, lim_new, ring[0]))
-        # a score row (real or padding) taken: the array's ready under ``scoring`` spelled
-        # out (padding rows are dropped, real ones wait for a free half), so the ring and
-        # the halves' flags do not wait for the output's multiplexer of every kind's ready
-        # (for the clock: the P·V stages' handshake had reached the flags through it)
-        x.score_take = Signal()
-        m.d.comb += x.score_take.eq(arr.o.valid & scoring & (~x.real | x.out_half_free))
         with m.If(x.score_take):
             m.d.sync += [ring[r].eq(ring[r + 1]) for r in range(n - 1)]
             m.d.sync += ring[n - 1].eq(left_in - n)
