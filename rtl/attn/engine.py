@@ -813,16 +813,16 @@ class AttentionEngine(wiring.Component):
         x.out_i, x.out_j, x.real, x.out_pv = out_i, out_j, real, out_pv
         x.out_j_lt_last = reg["jl"]
         x.out_j_zero = out_j0
-        # the half of the row tile at the output next cycle (out_i's low bit)
-        x.out_half_next = Signal()
-        m.d.comb += x.out_half_next.eq(out_i[0])
+        # the half of the row tile at the output next cycle (out_i's low bit): the half it
+        # holds, the next row tile's, or (stopped) the first's, and whether it moves on
+        x.out_half = SimpleNamespace(stay=out_i[0], move=tile_next["oi"][0],
+                                     zero=zero["oi"][0], moves=Signal(name="out_half_moves"))
+        m.d.comb += x.out_half.moves.eq(take & o.last & last_j_now)
         with m.If(~x.start):
             m.d.sync += [reg[k].eq(v) for k, v in zero.items()]
-            m.d.comb += x.out_half_next.eq(zero["oi"][0])
         with m.Elif(take & o.last):
             with m.If(last_j_now):
                 m.d.sync += [reg[k].eq(v) for k, v in tile_next.items()]
-                m.d.comb += x.out_half_next.eq(tile_next["oi"][0])
             with m.Else():
                 m.d.sync += [reg[k].eq(v) for k, v in step_next.items()]
         x.grow = grow
@@ -909,7 +909,10 @@ class AttentionEngine(wiring.Component):
         with m.Else():
             m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
         m.d.comb += take.eq(arr.o.valid & arr.o.ready)
-        m.d.comb += h1_in.eq(take & real & is_hash)
+        # a real hash row taken, spelled out (h1 has room) rather than through the output's
+        # multiplexer of every kind's ready, so the P·V stages' handshake and the GEMM
+        # output's do not reach h1's 2n words' enables (for the clock)
+        m.d.comb += h1_in.eq(arr.o.valid & real & is_hash & (~h1.valid | h1.go))
         with m.If(take):
             with m.If(o.last):
                 with m.If(last_j_now):
@@ -1189,7 +1192,13 @@ class AttentionEngine(wiring.Component):
             with m.Elif(x.score_free[h] | ~x.start):
                 m.d.comb += full_next[h].eq(0)
             m.d.sync += x.score_full[h].eq(full_next[h])
-        m.d.sync += [x.out_half_free.eq(~Array(full_next)[x.out_half_next]),
+        # the output's flag: each half it may be at next cycle looked up, the one it will be
+        # at chosen last (the output's take, through every kind's ready and the P·V job
+        # flag, had run in front of the lookup: for the clock)
+        hs = x.out_half
+        free = {k: ~Array(full_next)[getattr(hs, k)] for k in ("stay", "move", "zero")}
+        m.d.sync += [x.out_half_free.eq(Mux(~x.start, free["zero"],
+                                            Mux(hs.moves, free["move"], free["stay"]))),
                      x.rd_half_full.eq(Array(full_next)[x.ph_next])]
 
     def _score_packer(self, m, x):
