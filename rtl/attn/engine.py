@@ -1336,13 +1336,12 @@ class AttentionEngine(wiring.Component):
         sums carried from earlier chunks, a memory of n rows by the dimension words), s1b
         takes the memory's word (its output register on the FPGA: synth/bram_outreg.py), s2
         adds them and keeps the sums' magnitudes and signs. From s2 the sums go back to the
-        memory (a chunk of the sums' pass that is not the final one) or into n restoring
+        memory (a chunk of the sums' pass that is not the final one) or into n long
         dividers side by side, ``DIV_BITS`` quotient bits a cycle. ``round_div(a, d) =
-        sign(a) · floor((2|a| + d) / (2d))``: the remainder
-        starts at ``2|a| + d`` and the divisor ``2d`` shifted up by the quotient's width,
-        halving each step. The quotient fits ``8 + out_frac_bits`` bits (a convex combination
-        of int8 values, rounded up to a multiple of DIV_BITS), so a beat takes
-        ``div_cycles``. (The registers also keep the array's drain off the dividers' first
+        sign(a) · floor((2|a| + d) / (2d))``: the dividend ``2|a| + d``'s bits brought down
+        two at a time into a partial remainder below ``2d``. The quotient fits
+        ``8 + out_frac_bits`` bits (a convex combination of int8 values, rounded up to a
+        multiple of DIV_BITS), so a beat takes ``div_cycles``. (The registers also keep the array's drain off the dividers' first
         step.)"""
         n, F = self._n, self._out_frac_bits
         qb = -(-(8 + F) // self.DIV_BITS) * self.DIV_BITS
@@ -1350,7 +1349,6 @@ class AttentionEngine(wiring.Component):
         den_bits = len(x.den[0][0])
         nb = self.num_bits
         r_bits = nb + F + 2
-        d_bits = den_bits + 1 + qb
         sums = memory.Memory(shape=data.ArrayLayout(signed(nb), n), depth=n * x.vc_max,
                              init=[], attrs=NO_RW_CHECK)
         m.submodules.pv_sums = sums
@@ -1431,43 +1429,50 @@ class AttentionEngine(wiring.Component):
         m.d.comb += x.pv_idle.eq(~s1.valid & ~s1b.valid & ~s2.valid)
 
         count = Signal(range(qb + 1))
-        dsh = Signal(d_bits)
-        dsh3 = Signal(d_bits + 1)        # 3 · dsh / 2, shifted with it
-        rem = [Signal(r_bits, name=f"div_rem_{t}") for t in range(n)]
-        quo = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
+        dv = Signal(den_bits + 1)        # the divisor 2d
+        dv3 = Signal(den_bits + 3)       # 3 · 2d
+        # long division, two quotient bits a step: the partial remainder (below 2d between
+        # steps) and, beside it, the dividend's bits still to bring down in the top of a
+        # register whose bottom takes the quotient's bits (after qb / 2 steps it is the
+        # quotient). The dividend is below 2d · 2**qb (the quotient fits qb bits), so its
+        # bits above the low qb are the first partial remainder. The remainder's compares
+        # are den_bits + 4 bits wide (the divisor shifted right over the whole dividend had
+        # made them qb bits wider: for the clock).
+        part = [Signal(den_bits + 1, name=f"div_part_{t}") for t in range(n)]
+        low = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
         neg = [Signal(name=f"div_neg_{t}") for t in range(n)]
         row, col, last = Signal(16), Signal(16), Signal()
         with m.If(s2_go & ~absorb):
-            m.d.sync += [busy.eq(1), count.eq(qb - 1), dsh.eq(s2.den << qb),
-                         dsh3.eq(((s2.den << 1) + s2.den) << (qb - 1)),
+            m.d.sync += [busy.eq(1), count.eq(qb - 1), dv.eq(s2.den << 1),
+                         dv3.eq((s2.den << 2) + (s2.den << 1)),
                          row.eq(s2.row), col.eq(s2.col), last.eq(s2.last)]
             for t in range(n):
-                m.d.sync += [neg[t].eq(s2_neg[t]), quo[t].eq(0),
-                             rem[t].eq((s2_mag[t] << (F + 1)) + s2.den)]
+                num = Signal(r_bits, name=f"div_num_{t}")
+                m.d.comb += num.eq((s2_mag[t] << (F + 1)) + s2.den)
+                m.d.sync += [neg[t].eq(s2_neg[t]), low[t].eq(num[:qb]),
+                             part[t].eq(num[qb:])]
         with m.If(busy):
-            # the two restoring steps (against d = dsh, then d / 2) as one radix-4 step: the
-            # remainder less h, 2h and 3h (h = d / 2) side by side, the largest that is not
-            # negative kept, its multiple the two quotient bits (the same remainder and bits:
-            # r >= 3h takes both steps, 2h <= r < 3h the first, h <= r < 2h the second).
-            # One carry chain deep instead of two in a row (for the clock); dsh's low bits
-            # are zero (den << qb shifted by at most qb - 2), so h and 3h are exact.
-            h = dsh >> 1
+            # the remainder with the next two bits brought down (below 4 · 2d) less 2d, 4d
+            # and 6d side by side, the largest that is not negative kept, its multiple the
+            # two quotient bits
             for t in range(n):
-                r_ = rem[t]
+                r_ = Signal(den_bits + 3, name=f"div_r_{t}")
+                m.d.comb += r_.eq(Cat(low[t][-2:], part[t]))
                 diffs = []
-                for j, d_ in ((1, h), (2, dsh), (3, dsh3)):
-                    diff = Signal(signed(max(r_bits, d_bits + 1) + 1), name=f"div_diff_{t}_{j}")
+                for j, d_ in ((1, dv), (2, dv << 1), (3, dv3)):
+                    diff = Signal(signed(den_bits + 4), name=f"div_diff_{t}_{j}")
                     m.d.comb += diff.eq(r_ - d_)
                     diffs.append(diff)
                 ge = [~d[-1] for d in diffs]
                 m.d.sync += [
-                    rem[t].eq(Mux(ge[2], diffs[2], Mux(ge[1], diffs[1],
-                                                       Mux(ge[0], diffs[0], r_)))[:r_bits]),
-                    quo[t].eq(Cat(Mux(ge[2], 3, Mux(ge[1], 2, Mux(ge[0], 1, 0)))[:2],
-                                  quo[t][:-2]))]
-            m.d.sync += [dsh.eq(dsh >> 2), dsh3.eq(dsh3 >> 2), count.eq(count - 2)]
+                    part[t].eq(Mux(ge[2], diffs[2], Mux(ge[1], diffs[1],
+                                                        Mux(ge[0], diffs[0], r_)))),
+                    low[t].eq(Cat(Mux(ge[2], 3, Mux(ge[1], 2, Mux(ge[0], 1, 0)))[:2],
+                                  low[t][:-2]))]
+            m.d.sync += count.eq(count - 2)
             with m.If(count < self.DIV_BITS):
                 m.d.sync += [busy.eq(0), done.eq(1)]
+        quo = low
         p = self.o_attn.payload
         for t in range(n):
             m.d.comb += p.o[t].eq(Mux(neg[t], -quo[t], quo[t]))
