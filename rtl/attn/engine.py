@@ -865,6 +865,17 @@ class AttentionEngine(wiring.Component):
         h1_in = Signal(name="hash_h1_in")              # a real hash row taken into h1
         m.d.comb += [h2.go.eq(h2.valid & (~h2.emit | self.o_hash.ready)),
                      h1.go.eq(h1.valid & (~h2.valid | h2.go))]
+        # h1 has room (``~h1.valid | h1.go``, which is ``~h1.valid | ~h2.valid | ~h2.emit |
+        # o_hash.ready``): the stages' part in a register set from their next values, so
+        # the array's ready sees a register and the output's ready (for the clock)
+        room_r = Signal(init=1, name="hash_room")
+        h1_room = Signal(name="hash_h1_room")
+        m.d.comb += h1_room.eq(room_r | self.o_hash.ready)
+        h1v_n, h2v_n, h2e_n = (Signal(name=f"hash_{k}_next") for k in ("h1v", "h2v", "h2e"))
+        m.d.comb += [h1v_n.eq(Mux(h1_in, 1, Mux(h1.go, 0, h1.valid)) & x.start),
+                     h2v_n.eq(Mux(h1.go, 1, Mux(h2.go, 0, h2.valid)) & x.start),
+                     h2e_n.eq(Mux(h1.go, h1.emit, h2.emit))]
+        m.d.sync += room_r.eq(~h1v_n | ~h2v_n | ~h2e_n)
         with m.If(h1_in):
             m.d.sync += [h1.valid.eq(1), h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
                          h1.first.eq(grow == 0), h1.last.eq(grow == x.m1.m)]
@@ -901,7 +912,7 @@ class AttentionEngine(wiring.Component):
         with m.If(~real):
             m.d.comb += arr.o.ready.eq(1)                       # padding rows are dropped
         with m.Elif(is_hash):
-            m.d.comb += arr.o.ready.eq(~h1.valid | h1.go)
+            m.d.comb += arr.o.ready.eq(h1_room)
         with m.Elif(out_pv):
             m.d.comb += [x.div_valid.eq(arr.o.valid), arr.o.ready.eq(x.div_ready)]
         with m.Elif(x.is_.scoring):
@@ -912,7 +923,7 @@ class AttentionEngine(wiring.Component):
         # a real hash row taken, spelled out (h1 has room) rather than through the output's
         # multiplexer of every kind's ready, so the P·V stages' handshake and the GEMM
         # output's do not reach h1's 2n words' enables (for the clock)
-        m.d.comb += h1_in.eq(arr.o.valid & real & is_hash & (~h1.valid | h1.go))
+        m.d.comb += h1_in.eq(arr.o.valid & real & is_hash & h1_room)
         with m.If(take):
             with m.If(o.last):
                 with m.If(last_j_now):
@@ -1410,16 +1421,20 @@ class AttentionEngine(wiring.Component):
                          *(s1b_sum[t].eq(sum_rd.data[t]) for t in range(n))]
         with m.Elif(s1b_go):
             m.d.sync += s1b.valid.eq(0)
+        # the sum and its negation side by side (two additions, not an addition and a
+        # negation in a row: for the clock), the magnitude chosen by the sum's sign (assigned
+        # outside the stage's If, so its handshake does not gate them)
+        sums2 = []
+        for t in range(n):
+            total = Signal(signed(nb), name=f"pv_s1b_total_{t}")
+            less1 = Signal(signed(nb), name=f"pv_s1b_less1_{t}")
+            add = Mux(carry, s1b_sum[t], 0)
+            m.d.comb += [total.eq(s1b.c[t] + add), less1.eq(s1b_cm1[t] + add)]
+            sums2.append((total, less1))
         with m.If(s1b_go):
             m.d.sync += [s2.valid.eq(1), s2.addr.eq(s1b.addr), s2.den.eq(s1b.den),
                          s2.row.eq(s1b.row), s2.col.eq(s1b.col), s2.last.eq(s1b.last)]
-            # the sum and its negation side by side (two additions, not an addition and a
-            # negation in a row: for the clock), the magnitude chosen by the sum's sign
-            for t in range(n):
-                total = Signal(signed(nb), name=f"pv_s1b_total_{t}")
-                less1 = Signal(signed(nb), name=f"pv_s1b_less1_{t}")
-                add = Mux(carry, s1b_sum[t], 0)
-                m.d.comb += [total.eq(s1b.c[t] + add), less1.eq(s1b_cm1[t] + add)]
+            for t, (total, less1) in enumerate(sums2):
                 m.d.sync += [s2.c[t].eq(total), s2_neg[t].eq(total < 0),
                              s2_mag[t].eq(Mux(total < 0, ~less1, total))]
         with m.Elif(s2_go):
@@ -1442,27 +1457,31 @@ class AttentionEngine(wiring.Component):
         low = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
         neg = [Signal(name=f"div_neg_{t}") for t in range(n)]
         row, col, last = Signal(16), Signal(16), Signal()
+        nums = [Signal(r_bits, name=f"div_num_{t}") for t in range(n)]
+        m.d.comb += [nums[t].eq((s2_mag[t] << (F + 1)) + s2.den) for t in range(n)]
         with m.If(s2_go & ~absorb):
             m.d.sync += [busy.eq(1), count.eq(qb - 1), dv.eq(s2.den << 1),
                          dv3.eq((s2.den << 2) + (s2.den << 1)),
                          row.eq(s2.row), col.eq(s2.col), last.eq(s2.last)]
-            for t in range(n):
-                num = Signal(r_bits, name=f"div_num_{t}")
-                m.d.comb += num.eq((s2_mag[t] << (F + 1)) + s2.den)
+            for t, num in enumerate(nums):
                 m.d.sync += [neg[t].eq(s2_neg[t]), low[t].eq(num[:qb]),
                              part[t].eq(num[qb:])]
+        # the remainder with the next two bits brought down (below 4 · 2d) less 2d, 4d and
+        # 6d side by side, the largest that is not negative kept, its multiple the two
+        # quotient bits (the compares outside the step's If: a combinational signal assigned
+        # under it is gated by ``busy``, which Yosys had put in front of the carry chains)
+        steps = []
+        for t in range(n):
+            r_ = Signal(den_bits + 3, name=f"div_r_{t}")
+            m.d.comb += r_.eq(Cat(low[t][-2:], part[t]))
+            diffs = []
+            for j, d_ in ((1, dv), (2, dv << 1), (3, dv3)):
+                diff = Signal(signed(den_bits + 4), name=f"div_diff_{t}_{j}")
+                m.d.comb += diff.eq(r_ - d_)
+                diffs.append(diff)
+            steps.append((r_, diffs))
         with m.If(busy):
-            # the remainder with the next two bits brought down (below 4 · 2d) less 2d, 4d
-            # and 6d side by side, the largest that is not negative kept, its multiple the
-            # two quotient bits
-            for t in range(n):
-                r_ = Signal(den_bits + 3, name=f"div_r_{t}")
-                m.d.comb += r_.eq(Cat(low[t][-2:], part[t]))
-                diffs = []
-                for j, d_ in ((1, dv), (2, dv << 1), (3, dv3)):
-                    diff = Signal(signed(den_bits + 4), name=f"div_diff_{t}_{j}")
-                    m.d.comb += diff.eq(r_ - d_)
-                    diffs.append(diff)
+            for t, (r_, diffs) in enumerate(steps):
                 ge = [~d[-1] for d in diffs]
                 m.d.sync += [
                     part[t].eq(Mux(ge[2], diffs[2], Mux(ge[1], diffs[1],
