@@ -867,9 +867,9 @@ class AttentionEngine(wiring.Component):
                      h1.go.eq(h1.valid & (~h2.valid | h2.go))]
         # h1 has room (the array's ready for a hash row, and h1's take spelled out below).
         # Tried and taken back (session 44): its stages' part in a register set from their
-        # next values (``~h1.valid | ~h2.valid | ~h2.emit``, ORed with o_hash.ready): on
-        # seed 1 the netlist routed at 78.6 MHz, 714 endpoints failing, against 95.5 and 3
-        # without it (the P·V and the score reader's paths placed far worse).
+        # next values (``~h1.valid | ~h2.valid | ~h2.emit``, ORed with o_hash.ready); one
+        # seed each, 78.6 MHz with it and 95.5 / 80.2 on two mappings of the logic without
+        # it: no gain shown for its extra state (docs/attn.md, session 44).
         h1_room = Signal(name="hash_h1_room")
         m.d.comb += h1_room.eq(~h1.valid | h1.go)
         with m.If(h1_in):
