@@ -865,11 +865,8 @@ class AttentionEngine(wiring.Component):
         h1_in = Signal(name="hash_h1_in")              # a real hash row taken into h1
         m.d.comb += [h2.go.eq(h2.valid & (~h2.emit | self.o_hash.ready)),
                      h1.go.eq(h1.valid & (~h2.valid | h2.go))]
-        # h1 has room (the array's ready for a hash row, and h1's take spelled out below).
-        # Tried and taken back (session 44): its stages' part in a register set from their
-        # next values (``~h1.valid | ~h2.valid | ~h2.emit``, ORed with o_hash.ready); one
-        # seed each, 78.6 MHz with it and 95.5 / 80.2 on two mappings of the logic without
-        # it: no gain shown for its extra state (docs/attn.md, session 44).
+        # h1 has room: the array's ready for a hash row and h1's take below (a register of
+        # it was tried and taken back: docs/attn.md, session 44)
         h1_room = Signal(name="hash_h1_room")
         m.d.comb += h1_room.eq(~h1.valid | h1.go)
         with m.If(h1_in):
@@ -1348,8 +1345,8 @@ class AttentionEngine(wiring.Component):
         sign(a) · floor((2|a| + d) / (2d))``: the dividend ``2|a| + d``'s bits brought down
         two at a time into a partial remainder below ``2d``. The quotient fits
         ``8 + out_frac_bits`` bits (a convex combination of int8 values, rounded up to a
-        multiple of DIV_BITS), so a beat takes ``div_cycles``. (The registers also keep the array's drain off the dividers' first
-        step.)"""
+        multiple of DIV_BITS), so a beat takes ``div_cycles``. (The registers also keep the
+        array's drain off the dividers' first step.)"""
         n, F = self._n, self._out_frac_bits
         qb = -(-(8 + F) // self.DIV_BITS) * self.DIV_BITS
         o = self._array.o.payload
@@ -1450,7 +1447,7 @@ class AttentionEngine(wiring.Component):
         # are den_bits + 4 bits wide (the divisor shifted right over the whole dividend had
         # made them qb bits wider: for the clock).
         part = [Signal(den_bits + 1, name=f"div_part_{t}") for t in range(n)]
-        low = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
+        quo = [Signal(qb, name=f"div_q_{t}") for t in range(n)]
         neg = [Signal(name=f"div_neg_{t}") for t in range(n)]
         row, col, last = Signal(16), Signal(16), Signal()
         nums = [Signal(r_bits, name=f"div_num_{t}") for t in range(n)]
@@ -1460,7 +1457,7 @@ class AttentionEngine(wiring.Component):
                          dv3.eq((s2.den << 2) + (s2.den << 1)),
                          row.eq(s2.row), col.eq(s2.col), last.eq(s2.last)]
             for t, num in enumerate(nums):
-                m.d.sync += [neg[t].eq(s2_neg[t]), low[t].eq(num[:qb]),
+                m.d.sync += [neg[t].eq(s2_neg[t]), quo[t].eq(num[:qb]),
                              part[t].eq(num[qb:])]
         # the remainder with the next two bits brought down (below 4 · 2d) less 2d, 4d and
         # 6d side by side, the largest that is not negative kept, its multiple the two
@@ -1469,7 +1466,7 @@ class AttentionEngine(wiring.Component):
         steps = []
         for t in range(n):
             r_ = Signal(den_bits + 3, name=f"div_r_{t}")
-            m.d.comb += r_.eq(Cat(low[t][-2:], part[t]))
+            m.d.comb += r_.eq(Cat(quo[t][-2:], part[t]))
             diffs = []
             for j, d_ in ((1, dv), (2, dv << 1), (3, dv3)):
                 diff = Signal(signed(den_bits + 4), name=f"div_diff_{t}_{j}")
@@ -1482,12 +1479,11 @@ class AttentionEngine(wiring.Component):
                 m.d.sync += [
                     part[t].eq(Mux(ge[2], diffs[2], Mux(ge[1], diffs[1],
                                                         Mux(ge[0], diffs[0], r_)))),
-                    low[t].eq(Cat(Mux(ge[2], 3, Mux(ge[1], 2, Mux(ge[0], 1, 0)))[:2],
-                                  low[t][:-2]))]
+                    quo[t].eq(Cat(Mux(ge[2], 3, Mux(ge[1], 2, Mux(ge[0], 1, 0)))[:2],
+                                  quo[t][:-2]))]
             m.d.sync += count.eq(count - 2)
             with m.If(count < self.DIV_BITS):
                 m.d.sync += [busy.eq(0), done.eq(1)]
-        quo = low
         p = self.o_attn.payload
         for t in range(n):
             m.d.comb += p.o[t].eq(Mux(neg[t], -quo[t], quo[t]))
