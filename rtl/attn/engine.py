@@ -297,6 +297,7 @@ class AttentionEngine(wiring.Component):
         x.out_half_free = Signal(init=1, name="score_out_half_free")
         x.rd_half_full = Signal(name="score_rd_half_full")
         x.div_valid, x.div_ready = Signal(), Signal()      # P·V rows into the divider
+        x.div_room_next = Signal()                         # the divider's ready next cycle
         x.pv_idle = Signal()                               # no P·V row on its way to it
         x.p_ready = [Signal(name=f"p_ready_{h}") for h in range(2)]   # P's half is written
         # light attention: V (b_rows tokens of vc_max words; a word is n dimensions, which is
@@ -355,6 +356,7 @@ class AttentionEngine(wiring.Component):
         attend_p = p.kind == Kind.ATTEND
         k_only_p = (p.part == Part.MAX) & ~p.pairs
         flags = dict(
+            gemm=p.kind == Kind.GEMM,
             hash=p.kind == Kind.HASH, score=p.kind == Kind.SCORE, attend=attend_p,
             scoring=(p.kind == Kind.SCORE) | attend_p,
             part_max=p.part == Part.MAX, part_sum=p.part == Part.SUM,
@@ -802,12 +804,15 @@ class AttentionEngine(wiring.Component):
         # array's ready and every enable behind it (for the clock). The array's row counter
         # is 0 while the engine is stopped: every tile leaves all its n rows.
         real = Signal(name="out_real")
+        real_n = Signal(name="out_real_next")
+        m.d.comb += real_n.eq(real)
         with m.If(~x.start):
-            m.d.sync += real.eq(zero["rows"] != 0)
+            m.d.comb += real_n.eq(zero["rows"] != 0)
         with m.Elif(take & o.last):
-            m.d.sync += real.eq(Mux(reg["jlast"], tile_next["rows"], reg["rows"]) != 0)
+            m.d.comb += real_n.eq(Mux(reg["jlast"], tile_next["rows"], reg["rows"]) != 0)
         with m.Elif(take):
-            m.d.sync += real.eq(o.row + 1 < reg["rows"])
+            m.d.comb += real_n.eq(o.row + 1 < reg["rows"])
+        m.d.sync += real.eq(real_n)
         last_tile = Signal()
         m.d.comb += last_tile.eq(reg["li"] & reg["jl"])
         x.out_i, x.out_j, x.real, x.out_pv = out_i, out_j, real, out_pv
@@ -818,13 +823,16 @@ class AttentionEngine(wiring.Component):
         x.out_half = SimpleNamespace(stay=out_i[0], move=tile_next["oi"][0],
                                      zero=zero["oi"][0], moves=Signal(name="out_half_moves"))
         m.d.comb += x.out_half.moves.eq(take & o.last & last_j_now)
+        nxt = {k: Signal.like(v, name=f"{v.name}_next") for k, v in reg.items()}
+        m.d.comb += [nxt[k].eq(v) for k, v in reg.items()]
         with m.If(~x.start):
-            m.d.sync += [reg[k].eq(v) for k, v in zero.items()]
+            m.d.comb += [nxt[k].eq(v) for k, v in zero.items()]
         with m.Elif(take & o.last):
             with m.If(last_j_now):
-                m.d.sync += [reg[k].eq(v) for k, v in tile_next.items()]
+                m.d.comb += [nxt[k].eq(v) for k, v in tile_next.items()]
             with m.Else():
-                m.d.sync += [reg[k].eq(v) for k, v in step_next.items()]
+                m.d.comb += [nxt[k].eq(v) for k, v in step_next.items()]
+        m.d.sync += [reg[k].eq(v) for k, v in nxt.items()]
         x.grow = grow
         # gemm
         m.d.comb += [self.o_gemm.payload.row.eq(grow),
@@ -865,27 +873,28 @@ class AttentionEngine(wiring.Component):
         h1_in = Signal(name="hash_h1_in")              # a real hash row taken into h1
         m.d.comb += [h2.go.eq(h2.valid & (~h2.emit | self.o_hash.ready)),
                      h1.go.eq(h1.valid & (~h2.valid | h2.go))]
-        # h1 has room: the array's ready for a hash row and h1's take below (a register of
-        # it was tried and taken back: docs/attn.md, session 44)
+        # h1 has room: h1's take below (the array's ready sees it a cycle ahead, from the
+        # stages' next values)
         h1_room = Signal(name="hash_h1_room")
         m.d.comb += h1_room.eq(~h1.valid | h1.go)
+        h1_next = SimpleNamespace(valid=Signal(name="hash_h1_valid_next"))
+        h2_next = SimpleNamespace(valid=Signal(name="hash_h2_valid_next"),
+                                  emit=Signal(name="hash_h2_emit_next"))
+        m.d.comb += [h1_next.valid.eq(x.start & (h1_in | h1.valid & ~h1.go)),
+                     h2_next.valid.eq(x.start & (h1.go | h2.valid & ~h2.go)),
+                     h2_next.emit.eq(Mux(h1.go, h1.emit, h2.emit))]
+        m.d.sync += [h1.valid.eq(h1_next.valid), h2.valid.eq(h2_next.valid),
+                     h2.emit.eq(h2_next.emit)]
         with m.If(h1_in):
-            m.d.sync += [h1.valid.eq(1), h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
+            m.d.sync += [h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
                          h1.first.eq(grow == 0), h1.last.eq(grow == x.m1.m)]
             for t in range(n):
                 m.d.sync += [h1_c[t].eq(o.c[t]),
                              h1_bias[t].eq(Mux(moved, x.bias_rd_next.data[t],
                                                x.bias_rd.data[t]))]
-        with m.Elif(h1.go):
-            m.d.sync += h1.valid.eq(0)
         with m.If(h1.go):
-            m.d.sync += [h2.valid.eq(1), h2.row.eq(h1.row), h2.emit.eq(h1.emit),
-                         h2.first.eq(h1.first), h2.last.eq(h1.last),
+            m.d.sync += [h2.row.eq(h1.row), h2.first.eq(h1.first), h2.last.eq(h1.last),
                          h2_bits.eq(Cat(h1_c[t] > h1_bias[t] for t in range(n)))]
-        with m.Elif(h2.go):
-            m.d.sync += h2.valid.eq(0)
-        with m.If(~x.start):
-            m.d.sync += [h1.valid.eq(0), h2.valid.eq(0)]
         tiles = -(-self._n_hp // n)
         word = Signal(tiles * n)
         if tiles > 1:
@@ -902,17 +911,32 @@ class AttentionEngine(wiring.Component):
                      self.o_hash.payload.first.eq(h2.first),
                      self.o_hash.payload.last.eq(h2.last),
                      self.o_hash.valid.eq(h2.valid & h2.emit)]
-        with m.If(~real):
-            m.d.comb += arr.o.ready.eq(1)                       # padding rows are dropped
-        with m.Elif(is_hash):
-            m.d.comb += arr.o.ready.eq(h1_room)
-        with m.Elif(out_pv):
-            m.d.comb += [x.div_valid.eq(arr.o.valid), arr.o.ready.eq(x.div_ready)]
-        with m.Elif(x.is_.scoring):
-            m.d.comb += arr.o.ready.eq(x.out_half_free)             # a free half
-        with m.Else():
-            m.d.comb += [self.o_gemm.valid.eq(arr.o.valid), arr.o.ready.eq(self.o_gemm.ready)]
-        m.d.comb += take.eq(arr.o.valid & arr.o.ready)
+        # The array's ready: padding rows are dropped; a real row goes to h1 when it has room,
+        # to the dividers' first stage (P·V), into a free half of the score buffer, or out on
+        # o_gemm. What it needs of the engine's state is kept in registers set from the next
+        # values (the kind, real and P·V flags ANDed in, h1's room but for o_hash's ready, the
+        # dividers' room), so the take is an OR of registers and the two outputs' readies and
+        # the half-free flag: the multiplexer of every kind's room, from h1's and the
+        # dividers' valid flags, had been the engine's slowest path into the output's
+        # counters, the array's queue and the half-free flag (for the clock; cycle for cycle
+        # the same)
+        ready = SimpleNamespace(
+            free=Signal(name="out_ready_free"),      # padding, or h1 has room without o_hash
+            pv=Signal(name="out_ready_pv"),          # a P·V row, and the dividers have room
+            score=Signal(name="out_sel_score"),      # a score row (it needs a free half)
+            gemm=Signal(name="out_sel_gemm"))        # a GEMM row (it needs o_gemm's ready)
+        m.d.sync += [
+            ready.free.eq(~real_n | is_hash & (~h1_next.valid | ~h2_next.valid |
+                                               ~h2_next.emit)),
+            ready.pv.eq(real_n & nxt["pv"] & x.div_room_next),
+            ready.score.eq(real_n & ~nxt["pv"] & x.is_.scoring),
+            ready.gemm.eq(real_n & x.is_.gemm)]
+        m.d.comb += [
+            x.div_valid.eq(arr.o.valid & real & out_pv),
+            self.o_gemm.valid.eq(arr.o.valid & ready.gemm),
+            arr.o.ready.eq(ready.free | ready.pv | ready.score & x.out_half_free |
+                           is_hash & self.o_hash.ready | ready.gemm & self.o_gemm.ready),
+            take.eq(arr.o.valid & arr.o.ready)]
         # a real hash row taken, spelled out (h1 has room) rather than through the output's
         # multiplexer of every kind's ready, so the P·V stages' handshake and the GEMM
         # output's do not reach h1's 2n words' enables (for the clock)
@@ -1402,18 +1426,28 @@ class AttentionEngine(wiring.Component):
                          s1.row.eq(x.cur.row0 + x.grow), s1.col.eq(x.out_j << exact_log2(n)),
                          s1.last.eq((x.grow == x.m1.m) & (x.out_j == x.m1.kc)),
                          *(s1.c[t].eq(o.c[t]) for t in range(n))]
-        with m.If(take):
-            m.d.sync += s1.valid.eq(1)
-        with m.Elif(s1_go):
-            m.d.sync += s1.valid.eq(0)
+        # the stages' valid flags and the dividers' free flag (free once the row's beat is
+        # taken, busy from a division's start) from their next values (the array's ready sees
+        # the room they leave a cycle ahead: _outputs)
+        v_next = SimpleNamespace(s1=Signal(name="pv_s1_valid_next"),
+                                 s1b=Signal(name="pv_s1b_valid_next"),
+                                 s2=Signal(name="pv_s2_valid_next"),
+                                 free=Signal(name="div_free_next"))
+        m.d.comb += [
+            v_next.s1.eq(x.start & (take | s1.valid & ~s1_go)),
+            v_next.s1b.eq(x.start & (s1_go | s1b.valid & ~s1b_go)),
+            v_next.s2.eq(x.start & (s1b_go | s2.valid & ~s2_go)),
+            v_next.free.eq(~x.start | Mux(s2_go & ~absorb, 0,
+                                          div_free | done & self.o_attn.ready)),
+            x.div_room_next.eq(~v_next.s1 | ~v_next.s1b | ~v_next.s2 | absorb | v_next.free)]
+        m.d.sync += [s1.valid.eq(v_next.s1), s1b.valid.eq(v_next.s1b), s2.valid.eq(v_next.s2),
+                     div_free.eq(v_next.free)]
         with m.If(s1_go):
-            m.d.sync += [s1b.valid.eq(1), s1b.addr.eq(s1.addr), s1b.den.eq(s1.den),
+            m.d.sync += [s1b.addr.eq(s1.addr), s1b.den.eq(s1.den),
                          s1b.row.eq(s1.row), s1b.col.eq(s1.col), s1b.last.eq(s1.last),
                          *(s1b.c[t].eq(s1.c[t]) for t in range(n)),
                          *(s1b_cm1[t].eq(s1.c[t] - 1) for t in range(n)),
                          *(s1b_sum[t].eq(sum_rd.data[t]) for t in range(n))]
-        with m.Elif(s1b_go):
-            m.d.sync += s1b.valid.eq(0)
         # the sum and its negation side by side (two additions, not an addition and a
         # negation in a row: for the clock), the magnitude chosen by the sum's sign (assigned
         # outside the stage's If, so its handshake does not gate them)
@@ -1425,13 +1459,11 @@ class AttentionEngine(wiring.Component):
             m.d.comb += [total.eq(s1b.c[t] + add), less1.eq(s1b_cm1[t] + add)]
             sums2.append((total, less1))
         with m.If(s1b_go):
-            m.d.sync += [s2.valid.eq(1), s2.addr.eq(s1b.addr), s2.den.eq(s1b.den),
+            m.d.sync += [s2.addr.eq(s1b.addr), s2.den.eq(s1b.den),
                          s2.row.eq(s1b.row), s2.col.eq(s1b.col), s2.last.eq(s1b.last)]
             for t, (total, less1) in enumerate(sums2):
                 m.d.sync += [s2.c[t].eq(total), s2_neg[t].eq(total < 0),
                              s2_mag[t].eq(Mux(total < 0, ~less1, total))]
-        with m.Elif(s2_go):
-            m.d.sync += s2.valid.eq(0)
         m.d.comb += [sum_wr.addr.eq(s2.addr), sum_wr.en.eq(s2.valid & absorb),
                      *(sum_wr.data[t].eq(s2.c[t]) for t in range(n))]
         m.d.comb += x.pv_idle.eq(~s1.valid & ~s1b.valid & ~s2.valid)
@@ -1490,15 +1522,8 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [self.o_attn.valid.eq(done), p.row.eq(row), p.col.eq(col), p.last.eq(last)]
         with m.If(self.o_attn.valid & self.o_attn.ready):
             m.d.sync += done.eq(0)
-        # div_free's next value: free once the row's beat is taken, busy from a division's
-        # start (the divider is free then, so its beat is not being taken)
-        with m.If(s2_go & ~absorb):
-            m.d.sync += div_free.eq(0)
-        with m.Elif(done & self.o_attn.ready):
-            m.d.sync += div_free.eq(1)
         with m.If(~x.start):
-            m.d.sync += [busy.eq(0), done.eq(0), div_free.eq(1), s1.valid.eq(0),
-                         s1b.valid.eq(0), s2.valid.eq(0)]
+            m.d.sync += [busy.eq(0), done.eq(0)]
 
     def _counters(self, m, x):
         perf, ap = self.perf, self._array.perf
