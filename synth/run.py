@@ -170,6 +170,11 @@ _FLOWS = {
 }
 
 
+# the flip-flops of the signals marked with ``rtl.lib.KEEP_COPY`` kept apart (Yosys's keep on
+# the cells: its opt_merge would make one register of a register and its copies)
+KEEP_COPIES = "proc; setattr -set keep 1 a:vrex_keep_copy %ci1:+$dff[Q] a:vrex_keep_copy %d; "
+
+
 def _map_fpga(family: str, top: str, read: str, out, json_out: str = ""):
     """Synthesise ``top`` (read by the commands ``read``) for ``family`` in ``out``, writing
     ``{family}.log`` and ``{family}_stat.json``: the first flow of :data:`_FLOWS` that
@@ -285,7 +290,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["cells"] = None
         res["generic"] = NO_GENERIC.get(name, "not run")
 
-    read = f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
+    read = f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}{KEEP_COPIES}"
     res["seconds"]["ecp5"], ecp5_flow = _map_fpga("ecp5", f"{name}_wrap", read, out,
                                                   f" -json {name}_ecp5.json")
     by, _ = _cells(out / "ecp5_stat.json")
@@ -365,7 +370,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["xc7"]["flow"] = flow
 
     res["seconds"]["ice40"] = _yosys(
-        f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}"
+        f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}{KEEP_COPIES}"
         f"synth_ice40 -top {name}_wrap; "
         f"tee -q -o ice40_stat.json stat -json", out, "ice40.log")
     by, _ = _cells(out / "ice40_stat.json")

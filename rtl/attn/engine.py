@@ -10,7 +10,7 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from vrex.rules import engine_rules
 
-from ..lib import counter_layout, reduce_tree, register, stepped_counter
+from ..lib import KEEP_COPY, counter_layout, reduce_tree, register, stepped_counter
 from .array import SystolicArray
 from .exp import ExpUnit
 
@@ -24,6 +24,15 @@ from .exp import ExpUnit
 NO_RW_CHECK = {"no_rw_check": 1}
 
 __all__ = ["AttentionEngine", "Kind", "Part", "SPAN_BITS"]
+
+
+def mem_addr(hi, lo, size):
+    """A buffer's address ``hi * size + lo``, for ``lo < size``: the two side by side when
+    ``size`` is a power of two (no adder between the counters and the RAM's address)."""
+    if size & (size - 1) == 0:
+        return Cat(lo[:exact_log2(size)], hi)
+    return hi * size + lo
+
 
 # the longest attended set a chunked light attention covers: 2**SPAN_BITS - 1 tokens (the
 # width of a command's ``span``; the accumulated numerators and denominators are sized for it)
@@ -508,7 +517,7 @@ class AttentionEngine(wiring.Component):
             with m.State("LOAD_B"):
                 m.d.comb += self.b.ready.eq(1)
                 lane = row[:exact_log2(n)] if n > 1 else Const(0, 1)
-                addr = (row >> exact_log2(n)) * x.kc_max + chunk
+                addr = mem_addr(row >> exact_log2(n), chunk, x.kc_max)
                 m.d.sync += [bw_addr.eq(addr),
                              bw_en.eq(Cat(self.b.valid & (lane == r) for r in range(n)))]
                 pairs = x.is_.pairs
@@ -526,7 +535,7 @@ class AttentionEngine(wiring.Component):
                             m.next = "LOAD_V"
             with m.State("LOAD_V"):
                 m.d.comb += self.b.ready.eq(1)
-                m.d.sync += [vw_addr.eq(row * x.vc_max + chunk), vw_en.eq(self.b.valid)]
+                m.d.sync += [vw_addr.eq(mem_addr(row, chunk, x.vc_max)), vw_en.eq(self.b.valid)]
                 with m.If(self.b.valid):
                     load_step()
                     with m.If(chunk_last & row_last_l):
@@ -566,7 +575,7 @@ class AttentionEngine(wiring.Component):
                     m.d.comb += cc.zero.eq(1)
             with m.State("LOAD"):
                 m.d.comb += self.a.ready.eq(1)
-                addr = half * x.kc_max + chunk
+                addr = mem_addr(half, chunk, x.kc_max)
                 for r, (wr, _) in enumerate(x.a_mem):
                     m.d.comb += [wr.addr.eq(addr), wr.data.eq(self.a.payload.data),
                                  wr.en.eq(self.a.valid & (row == r))]
@@ -646,13 +655,18 @@ class AttentionEngine(wiring.Component):
         f1_pv = Signal()
         f2_valid = Signal()
         half = tile_i[0]
+        # ``~f2_valid`` in a register of its own for the issue: the enable of the RAMs and
+        # of every f1 and f2 register (``advance``, some thousand loads) and the issue had
+        # shared one LUT, placed among those loads, far from the counters the issue steps
+        # (for the clock)
+        f2_empty = Signal(init=1, name="feed_f2_empty")
         m.d.comb += advance.eq(~f2_valid | arr.i.ready)
         ready_half = Signal()
         m.d.comb += ready_half.eq(Array(Mux(pv, x.p_ready[h], x.half_full[h])
                                         for h in range(2))[half])
         running = Signal()
         m.d.comb += [running.eq(x.start & reg["left"]),
-                     issue.eq(advance & running & ready_half)]
+                     issue.eq((f2_empty | arr.i.ready) & running & ready_half)]
         kt_now_m1 = Mux(pv, x.m1.kt_pv, x.m1.kt)
         last_j = Mux(pv, x.m1.kc, x.m1.lt)
         # whether the beat is its tile's last (kk == kt_now_m1) and the column tile its row
@@ -682,11 +696,11 @@ class AttentionEngine(wiring.Component):
             _, ard = x.a_mem[r]
             _, brd = x.b_mem[r]
             _, prd = x.p_mem[r]
-            m.d.comb += [ard.addr.eq(half * x.kc_max + chunk),
-                         brd.addr.eq(tile_j * x.kc_max + chunk),
-                         prd.addr.eq(half * x.row_words + chunk),
+            m.d.comb += [ard.addr.eq(mem_addr(half, chunk, x.kc_max)),
+                         brd.addr.eq(mem_addr(tile_j, chunk, x.kc_max)),
+                         prd.addr.eq(mem_addr(half, chunk, x.row_words)),
                          ard.en.eq(advance), brd.en.eq(advance), prd.en.eq(advance)]
-        m.d.comb += [x.v_rd.addr.eq(kk * x.vc_max + tile_j), x.v_rd.en.eq(advance)]
+        m.d.comb += [x.v_rd.addr.eq(mem_addr(kk, tile_j, x.vc_max)), x.v_rd.en.eq(advance)]
         with m.If(advance):
             base_i = tile_i << exact_log2(n)
             base_j = tile_j << exact_log2(n)
@@ -697,13 +711,18 @@ class AttentionEngine(wiring.Component):
                          f1_a_rows.eq(Mux(x.cur.m - base_i >= n, n, x.cur.m - base_i)),
                          f1_b_rows.eq(Mux(cols - base_j >= n, n, cols - base_j))]
         # f2: the words as read (no logic between a RAM and its register, which loads with
-        # the stage: the RAM's output register), the element's index and each lane's mask
-        f2_sel = Signal(range(n))
-        f2_first, f2_last, f2_pv = Signal(), Signal(), Signal()
+        # the stage: the RAM's output register), the element's index and each lane's mask.
+        # The index and the P·V flag in registers a row (copies kept apart in synthesis):
+        # one register had fed every row's picks and operand choices, its loads spread over
+        # the array's rows (for the clock)
+        f2_sel = [Signal(range(n), name=f"f2_sel_{r}", attrs=KEEP_COPY) for r in range(n)]
+        f2_pv = [Signal(name=f"f2_pv_{r}", attrs=KEEP_COPY) for r in range(n)]
+        f2_first, f2_last = Signal(), Signal()
         f2_a_on, f2_b_on = Signal(n), Signal(n)
         with m.If(advance):
-            m.d.sync += [f2_valid.eq(f1_valid), f2_sel.eq(f1_sel), f2_first.eq(f1_first),
-                         f2_last.eq(f1_last), f2_pv.eq(f1_pv),
+            m.d.sync += [f2_valid.eq(f1_valid), f2_empty.eq(~f1_valid),
+                         *(sel.eq(f1_sel) for sel in f2_sel), f2_first.eq(f1_first),
+                         f2_last.eq(f1_last), *(pv_.eq(f1_pv) for pv_ in f2_pv),
                          *(f2_a_on[r].eq(f1_in_k & (r < f1_a_rows)) for r in range(n)),
                          *(f2_b_on[r].eq(f1_in_k & (r < f1_b_rows)) for r in range(n))]
         def word(rd, name):
@@ -711,14 +730,15 @@ class AttentionEngine(wiring.Component):
             with m.If(advance):
                 m.d.sync += w.eq(rd.data)
             return w
-        pick = (lambda w: Array(w[t] for t in range(n))[f2_sel])
+        pick = (lambda w, sel: Array(w[t] for t in range(n))[sel])
         v_word = word(x.v_rd, "f2_v_word")
         for r in range(n):
-            ea = pick(word(x.a_mem[r][1], f"f2_a_word_{r}"))
-            eb = pick(word(x.b_mem[r][1], f"f2_b_word_{r}"))
-            ep = pick(word(x.p_mem[r][1], f"f2_p_word_{r}"))
-            m.d.comb += [arr.i.payload.a[r].eq(Mux(f2_a_on[r], Mux(f2_pv, ep, ea), 0)),
-                         arr.i.payload.b[r].eq(Mux(f2_b_on[r], Mux(f2_pv, v_word[r], eb), 0))]
+            ea = pick(word(x.a_mem[r][1], f"f2_a_word_{r}"), f2_sel[r])
+            eb = pick(word(x.b_mem[r][1], f"f2_b_word_{r}"), f2_sel[r])
+            ep = pick(word(x.p_mem[r][1], f"f2_p_word_{r}"), f2_sel[r])
+            m.d.comb += [arr.i.payload.a[r].eq(Mux(f2_a_on[r], Mux(f2_pv[r], ep, ea), 0)),
+                         arr.i.payload.b[r].eq(Mux(f2_b_on[r], Mux(f2_pv[r], v_word[r], eb),
+                                                   0))]
         m.d.comb += [arr.i.valid.eq(f2_valid), arr.i.payload.first.eq(f2_first),
                      arr.i.payload.last.eq(f2_last)]
         x.feed_stalled = Signal()
@@ -984,7 +1004,8 @@ class AttentionEngine(wiring.Component):
         write = Signal()
         m.d.comb += [x.score_take.eq(arr.o.valid & scoring & (~x.real | x.out_half_free)),
                      write.eq(x.score_take & x.real)]
-        m.d.comb += [x.score_wr.addr.eq((half * n + o.row) * x.row_words + x.out_j),
+        row_in = mem_addr(half, o.row, n)        # the row's place in the buffer's two halves
+        m.d.comb += [x.score_wr.addr.eq(mem_addr(row_in, x.out_j, x.row_words)),
                      x.score_wr.en.eq(write)]
         # the row's limit: set on its first column tile, from a position counter over rows
         # (from ``pos0``); in a chunk of a longer set, counted from the chunk's first token:
@@ -1152,9 +1173,12 @@ class AttentionEngine(wiring.Component):
                                 reset_less=True) for t in range(n)]
         advance = Signal()
         issue = Signal()
+        # ``~f2_valid`` in a register of its own for the issue, as in _feeder (the enable's
+        # LUT, among its loads, had been routed 4.8 ns into the issue: for the clock)
+        f2_empty = Signal(init=1, name="score_f2_empty")
         m.d.comb += [advance.eq(~f2_valid | exp.i.ready),
-                     issue.eq(advance & x.start & x.rd_half_full)]
-        m.d.comb += [x.score_rd.addr.eq((ph * n + pr) * x.row_words + pj),
+                     issue.eq((f2_empty | exp.i.ready) & x.start & x.rd_half_full)]
+        m.d.comb += [x.score_rd.addr.eq(mem_addr(mem_addr(ph, pr, n), pj, x.row_words)),
                      x.score_rd.en.eq(advance),
                      x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
         row_last = pj == x.m1.lt
@@ -1179,7 +1203,8 @@ class AttentionEngine(wiring.Component):
             with m.Else():
                 m.d.sync += pj.eq(pj + 1)
         with m.If(advance):
-            m.d.sync += [f2_valid.eq(f1_valid), f2_max.eq(f1_max), f2_first.eq(f1_first),
+            m.d.sync += [f2_valid.eq(f1_valid), f2_empty.eq(~f1_valid),
+                         f2_max.eq(f1_max), f2_first.eq(f1_first),
                          f2_last.eq(f1_last), f2_head_last.eq(f1_head_last),
                          f2_row.eq(f1_row), f2_word.eq(f1_word),
                          f2_tile_last.eq(f1_tile_last), f2_half.eq(f1_half)]
@@ -1189,7 +1214,7 @@ class AttentionEngine(wiring.Component):
                              f2_count[t].eq(x.count_rd.data[t])]
         with m.If(~x.start):
             m.d.sync += [ph.eq(0), ptile.eq(0), pr.eq(0), pj.eq(0), f1_valid.eq(0),
-                         f2_valid.eq(0)]
+                         f2_valid.eq(0), f2_empty.eq(1)]
         x.ph_next = Signal()                     # the half read next cycle
         m.d.comb += x.ph_next.eq(Mux(x.start, ph ^ (issue & row_last & pr_last), 0))
         tag = exp.i.payload.tag
@@ -1339,7 +1364,7 @@ class AttentionEngine(wiring.Component):
         pw_put, pw_first, pw_row, pw_half, pw_word, pw_tile_last, *pw = register(
             m, [put, ot.first & ~carry, ot.row, ot.half, ot.word, ot.tile_last, *w], "pw")
         for r, (wr, _) in enumerate(x.p_mem):
-            m.d.comb += [wr.addr.eq(pw_half * x.row_words + pw_word),
+            m.d.comb += [wr.addr.eq(mem_addr(pw_half, pw_word, x.row_words)),
                          wr.en.eq(pw_put & (pw_row == r))]
             m.d.comb += [wr.data[t].eq(pw[t]) for t in range(n)]
         total = reduce_tree(m, pw, lambda p, q: p + q, "p_sum")
