@@ -59,7 +59,9 @@ class SystolicArray(wiring.Component):
         ``c[n]`` signed ``acc_bits``, ``row`` in the tile, ``last`` on row n - 1); ``perf``:
         ``busy`` (cycles with work in the array), ``beats`` (input beats taken: n² MACs
         each), ``starved`` (cycles inside a tile without an input beat offered), ``held``
-        (cycles a tile's ``last`` beat waits for room in the row queue), ``tiles``, ``rows``.
+        (cycles a tile's ``last`` beat waits for room in the row queue), ``tiles``, ``rows``;
+        ``room``: the row queue has room for a tile's rows (``i.ready`` is ``~i.last | room``,
+        so a feeder can decide from it and its own registers).
     """
 
     PERF = ("busy", "beats", "starved", "held", "tiles", "rows")
@@ -78,6 +80,7 @@ class SystolicArray(wiring.Component):
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
             "perf": Out(self.perf_layout),
+            "room": Out(1, init=1),
         })
 
     @classmethod
@@ -122,7 +125,7 @@ class SystolicArray(wiring.Component):
         m = Module()
         x = SimpleNamespace()            # the signals the sections below share
         x.take = Signal()
-        x.room = Signal(init=1)          # the queue has room for one more tile's rows
+        x.room = self.room               # the queue has room for one more tile's rows
         m.d.comb += [self.i.ready.eq(~self.i.payload.last | x.room),
                      x.take.eq(self.i.valid & self.i.ready)]
         x.flags_t = data.StructLayout({"valid": 1, "first": 1, "last": 1})

@@ -409,31 +409,28 @@ class AttentionEngine(wiring.Component):
         # the clock)
         # (since session 43 each check is whole in its register, its compares and the kind
         # flags it applies to, so that CHECK is an OR of registers: the combination with the
-        # kind flags in CHECK had been the critical path of seed 1)
+        # kind flags in CHECK had been the critical path of seed 1; since session 45 the
+        # size checks in two registers, so that CHECK's OR is one LUT: the OR of eleven
+        # registers, mapped as a chain of four LUTs, had been the limit of seed 2)
         chunked_p = p.part != Part.WHOLE
         raw = dict(
-            m_zero=p.m == 0, k_zero=p.k == 0, l_zero=p.l == 0, k_over=p.k > self._k_buf,
-            l_over=p.l > self._b_rows,
-            k_over_score=flags["scoring"] & (p.k > self.score_k_max),
-            # a chunk of a chunked light attention: one row tile, the chunk inside the set
-            bad_part=chunked_p & (~attend_p | (p.part > Part.SUM) | (p.m > n) |
-                                  (p.span < p.l)),
-            causal_over=attend_p & ~chunked_p & (p.causal > p.l),
-            pos0_over=attend_p & (p.causal != 0) & (p.pos0 >= p.causal),
+            k_zero=p.k == 0,
+            # a zero size, a size over the buffers, a score reduction whose scores overflow
+            sizes=(p.m == 0) | (p.k == 0) | (p.l == 0) | (p.k > self._k_buf) |
+                  (p.l > self._b_rows) | flags["scoring"] & (p.k > self.score_k_max),
+            # the attended set: a chunk of a chunked light attention is one row tile inside
+            # the set; the causal tokens fit the set and the first row's position the step
+            span=chunked_p & (~attend_p | (p.part > Part.SUM) | (p.m > n) | (p.span < p.l)) |
+                 attend_p & ~chunked_p & (p.causal > p.l) |
+                 attend_p & (p.causal != 0) & (p.pos0 >= p.causal),
             kind_over=p.kind > Kind.ATTEND,
             hash_width=flags["hash"] & (p.l != self._n_hp))
         ck = SimpleNamespace(**{k: Signal(name=f"check_{k}") for k in raw})
         checks = [getattr(ck, k).eq(v) for k, v in raw.items()]
         bad_size = Signal()
-        bad_kind = Signal()
-        bad_hash = Signal()
-        m.d.comb += [
-            bad_size.eq(ck.m_zero | ck.k_zero | ck.l_zero | ck.k_over | ck.l_over |
-                        ck.bad_part | ck.k_over_score | ck.causal_over | ck.pos0_over),
-            bad_kind.eq(ck.kind_over),
-            bad_hash.eq(ck.hash_width)]
-        bad = bad_size | bad_kind | bad_hash           # the command is refused ...
-        bad_code = Mux(bad_size, 1, Mux(bad_kind, 2, 3))    # ... with this error code
+        m.d.comb += bad_size.eq(ck.sizes | ck.span)
+        bad = bad_size | ck.kind_over | ck.hash_width       # the command is refused ...
+        bad_code = Mux(bad_size, 1, Mux(ck.kind_over, 2, 3))  # ... with this error code
         k_zero = ck.k_zero                # no beat a row: a refused command's beats, none
         m.d.comb += [a_left.eq(drop_a_row < cur.m),
                      b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
@@ -655,18 +652,19 @@ class AttentionEngine(wiring.Component):
         f1_pv = Signal()
         f2_valid = Signal()
         half = tile_i[0]
-        # ``~f2_valid`` in a register of its own for the issue: the enable of the RAMs and
-        # of every f1 and f2 register (``advance``, some thousand loads) and the issue had
-        # shared one LUT, placed among those loads, far from the counters the issue steps
-        # (for the clock)
-        f2_empty = Signal(init=1, name="feed_f2_empty")
+        # f2's beat leaves whatever the array's room (f2 is empty or its beat is not a tile's
+        # last) in a register of its own for the issue, beside the array's room: the enable
+        # of the RAMs and of every f1 and f2 register (``advance``, some thousand loads) and
+        # the issue had shared one LUT, placed among those loads, far from the counters the
+        # issue steps (for the clock)
+        f2_open = Signal(init=1, name="feed_f2_open")
         m.d.comb += advance.eq(~f2_valid | arr.i.ready)
         ready_half = Signal()
         m.d.comb += ready_half.eq(Array(Mux(pv, x.p_ready[h], x.half_full[h])
                                         for h in range(2))[half])
         running = Signal()
         m.d.comb += [running.eq(x.start & reg["left"]),
-                     issue.eq((f2_empty | arr.i.ready) & running & ready_half)]
+                     issue.eq((f2_open | arr.room) & running & ready_half)]
         kt_now_m1 = Mux(pv, x.m1.kt_pv, x.m1.kt)
         last_j = Mux(pv, x.m1.kc, x.m1.lt)
         # whether the beat is its tile's last (kk == kt_now_m1) and the column tile its row
@@ -720,7 +718,7 @@ class AttentionEngine(wiring.Component):
         f2_first, f2_last = Signal(), Signal()
         f2_a_on, f2_b_on = Signal(n), Signal(n)
         with m.If(advance):
-            m.d.sync += [f2_valid.eq(f1_valid), f2_empty.eq(~f1_valid),
+            m.d.sync += [f2_valid.eq(f1_valid), f2_open.eq(~f1_valid | ~f1_last),
                          *(sel.eq(f1_sel) for sel in f2_sel), f2_first.eq(f1_first),
                          f2_last.eq(f1_last), *(pv_.eq(f1_pv) for pv_ in f2_pv),
                          *(f2_a_on[r].eq(f1_in_k & (r < f1_a_rows)) for r in range(n)),
