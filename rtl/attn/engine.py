@@ -10,7 +10,8 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from vrex.rules import engine_rules
 
-from ..lib import KEEP_COPY, counter_layout, reduce_tree, register, stepped_counter
+from ..lib import (KEEP_COPY, counter_layout, reduce_tree, register, stepped_counter,
+                   tree_stage)
 from .array import SystolicArray
 from .exp import ExpUnit
 
@@ -1358,16 +1359,23 @@ class AttentionEngine(wiring.Component):
         # queue head, the lanes' masks, the adder tree and the running sum had been one path,
         # and the queue's head had fed P's write data). Nothing reads a denominator that
         # early: P·V starts once the tile's P is written, and its rows reach the dividers
-        # >= 2n + 2 cycles later.
+        # >= 2n + 2 cycles later. The tree has a row of registers after its first level too
+        # (pairs summed: the tree from pw's registers, beside P's RAMs, had been routed
+        # 4.4 ns into its adders, the limit of seed 2 in session 45); the sum is in its row's
+        # denominator three cycles after pw.
         pw_put, pw_first, pw_row, pw_half, pw_word, pw_tile_last, *pw = register(
             m, [put, ot.first & ~carry, ot.row, ot.half, ot.word, ot.tile_last, *w], "pw")
         for r, (wr, _) in enumerate(x.p_mem):
             m.d.comb += [wr.addr.eq(mem_addr(pw_half, pw_word, x.row_words)),
                          wr.en.eq(pw_put & (pw_row == r))]
             m.d.comb += [wr.data[t].eq(pw[t]) for t in range(n)]
-        total = reduce_tree(m, pw, lambda p, q: p + q, "p_sum")
+        add = (lambda p, q: p + q)
+        pairs = tree_stage(m, pw, add, "p_sum")
+        c_put, c_first, c_row, c_half = register(m, [pw_put, pw_first, pw_row, pw_half],
+                                                 "den_pairs")
+        total = reduce_tree(m, pairs, add, "p_sum_rest")
         d_put, d_first, d_row, d_half, d_total = register(
-            m, [pw_put, pw_first, pw_row, pw_half, total], "den_in")
+            m, [c_put, c_first, c_row, c_half, total], "den_in")
         for r in range(n):
             for h in range(2):
                 with m.If(d_put & (d_row == r) & (d_half == h)):
