@@ -35,6 +35,18 @@ def mem_addr(hi, lo, size):
     return hi * size + lo
 
 
+def onehot_pick(sel, vals):
+    """The value of ``vals`` whose flag in ``sel`` is set (one of them exactly), as an OR of
+    ANDs: nested lists of the same shape. A multiplexer's select reaches every bit of every
+    value; here each flag reaches its own value's bits only."""
+    sel = [s for row in sel for s in row] if isinstance(sel[0], list) else list(sel)
+    vals = [v for row in vals for v in row] if isinstance(vals[0], list) else list(vals)
+    out = Mux(sel[0], vals[0], 0)
+    for s, v in zip(sel[1:], vals[1:]):
+        out = out | Mux(s, v, 0)
+    return out
+
+
 # the longest attended set a chunked light attention covers: 2**SPAN_BITS - 1 tokens (the
 # width of a command's ``span``; the accumulated numerators and denominators are sized for it)
 SPAN_BITS = 16
@@ -1085,9 +1097,16 @@ class AttentionEngine(wiring.Component):
         # of s0 from n = 4 on: behind it they had sat in front of the masks' wide fan-out)
         beat = list(o.c)
         on = [left_in > t for t in range(n)]
+        # the row's limit goes into its register from s0 too, from n = 4 on (the write's
+        # take, among its other loads, had been routed 6.5 ns into the 2n limits' enables:
+        # for the clock); like the maxima, a cycle late is in time (n - 1 >= 1)
+        lim_at = SimpleNamespace(valid=write, half=half, row=o.row, first=x.out_j_zero,
+                                 lim=lim_new)
         if levels >= 2:
-            upd, regs = stage(upd, beat + on, "score_s0")
-            beat, on = regs[:n], regs[n:]
+            upd, regs = stage(upd, beat + on + [lim_new], "score_s0")
+            beat, on = regs[:n], regs[n:2 * n]
+            lim_at = SimpleNamespace(valid=upd.valid, half=upd.half, row=upd.row,
+                                     first=upd.first, lim=regs[2 * n])
         vals = []
         for t in range(n):
             v = Signal(signed(sb), name=f"score_in_{t}")
@@ -1122,8 +1141,9 @@ class AttentionEngine(wiring.Component):
                 with m.If(upd.valid & ~hold & (upd.half == h) & (upd.row == r)):
                     m.d.sync += cur_max.eq(Mux((upd.first & restart) | greater(h, r),
                                                beat_max, cur_max))
-                with m.If(write & (half == h) & (o.row == r) & x.out_j_zero):
-                    m.d.sync += x.row_lim[h][r].eq(lim_new)
+                with m.If(lim_at.valid & (lim_at.half == h) & (lim_at.row == r) &
+                          lim_at.first):
+                    m.d.sync += x.row_lim[h][r].eq(lim_at.lim)
         x.score_fill = [Signal(name=f"score_fill_{h}") for h in range(2)]
         for h in range(2):
             m.d.comb += x.score_fill[h].eq(x.score_take & o.last & x.out_j_lt_last &
@@ -1139,16 +1159,24 @@ class AttentionEngine(wiring.Component):
         into the exp unit: for the clock)."""
         n, exp = self._n, self._exp
         ph = Signal()                            # the half being read
-        ptile = Signal(16)                       # its row tile
         pr = Signal(range(n))                    # row in the tile
-        pj = Signal(16)                          # word in the row
+        # the word in the row (pj) and the row tile (ptile) count with their last-value
+        # flags in registers (``pj == lt`` and ``ptile == mt`` had been 16-bit compares in
+        # front of the issue's moves, the halves' flags and the counters' enables: for the
+        # clock)
+        pjc = stepped_counter(m, "score_rd_word", 16, {"lt": x.m1.lt})
+        ptc = stepped_counter(m, "score_rd_tile", 16, {"mt": x.m1.mt})
+        pj, ptile = pjc.pos, ptc.pos
+        row_last = pjc.at["lt"]
         # pr is its tile's last row: row n - 1, or in the last tile row (m - 1) mod n
-        # (equality compares on registers: the tile's rows had been a subtraction, a compare
-        # and a multiplexer from the command's m, less one, in front of the compare with pr,
-        # ahead of the counters' enables: for the clock)
         pr_last = Signal(name="score_rd_row_last")
         m.d.comb += pr_last.eq((pr == n - 1) |
-                               ((ptile == x.m1.mt) & (pr == x.m1.m[:exact_log2(n)])))
+                               (ptc.at["mt"] & (pr == x.m1.m[:exact_log2(n)])))
+        # (ph, pr) one-hot, a bit a row of each half: the rows' maxima and limits are picked
+        # by an AND-OR of these (the multiplexer by pr, a counter with many other loads, had
+        # been the limit of seed 2 of session 45's main: for the clock)
+        rsel = [[Signal(name=f"score_rd_sel_{h}_{r}", init=int(h == 0 and r == 0))
+                 for r in range(n)] for h in range(2)]
         f1_valid = Signal()
         f1_col0 = Signal(16)
         f1_max = Signal(signed(self._score_bits))
@@ -1180,27 +1208,31 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [x.score_rd.addr.eq(mem_addr(mem_addr(ph, pr, n), pj, x.row_words)),
                      x.score_rd.en.eq(advance),
                      x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
-        row_last = pj == x.m1.lt
         with m.If(advance):
             m.d.sync += [f1_valid.eq(issue), f1_col0.eq(pj << exact_log2(n)),
-                         f1_max.eq(Array(Array(x.row_max[h]) for h in range(2))[ph][pr]),
-                         f1_lim.eq(Array(Array(x.row_lim[h]) for h in range(2))[ph][pr]),
+                         f1_max.eq(onehot_pick(rsel, x.row_max)),
+                         f1_lim.eq(onehot_pick(rsel, x.row_lim)),
                          f1_row.eq(pr), f1_word.eq(pj), f1_half.eq(ph),
                          f1_tile_last.eq(row_last & pr_last),
                          f1_first.eq(pj == 0), f1_last.eq(row_last),
                          f1_head_last.eq(row_last &
                                          ((ptile << exact_log2(n)) + pr == x.m1.m))]
-        with m.If(issue):
-            with m.If(row_last):
-                m.d.sync += pj.eq(0)
-                with m.If(pr_last):
-                    m.d.sync += [pr.eq(0), ph.eq(~ph), ptile.eq(ptile + 1)]
-                    for h in range(2):
-                        m.d.comb += x.score_free[h].eq(ph == h)
-                with m.Else():
-                    m.d.sync += pr.eq(pr + 1)
+        # the row tile's last word issued: the half is read (``wrap``, for _score_flags)
+        x.score_wrap = wrap = Signal(name="score_rd_wrap")
+        m.d.comb += wrap.eq(issue & row_last & pr_last)
+        m.d.comb += [pjc.zero.eq(~x.start | issue & row_last), pjc.inc.eq(issue),
+                     ptc.zero.eq(~x.start), ptc.inc.eq(wrap)]
+        with m.If(issue & row_last):
+            with m.If(pr_last):
+                m.d.sync += [pr.eq(0), ph.eq(~ph)]
+                m.d.sync += [rsel[h][r].eq((r == 0) & (ph != h))
+                             for h in range(2) for r in range(n)]
             with m.Else():
-                m.d.sync += pj.eq(pj + 1)
+                m.d.sync += pr.eq(pr + 1)
+                m.d.sync += [rsel[h][r].eq(rsel[h][r - 1] if r else 0)
+                             for h in range(2) for r in range(n)]
+        for h in range(2):
+            m.d.comb += x.score_free[h].eq(wrap & (ph == h))
         with m.If(advance):
             m.d.sync += [f2_valid.eq(f1_valid), f2_empty.eq(~f1_valid),
                          f2_max.eq(f1_max), f2_first.eq(f1_first),
@@ -1212,10 +1244,9 @@ class AttentionEngine(wiring.Component):
                              f2_score[t].eq(x.score_rd.data[t]),
                              f2_count[t].eq(x.count_rd.data[t])]
         with m.If(~x.start):
-            m.d.sync += [ph.eq(0), ptile.eq(0), pr.eq(0), pj.eq(0), f1_valid.eq(0),
-                         f2_valid.eq(0), f2_empty.eq(1)]
-        x.ph_next = Signal()                     # the half read next cycle
-        m.d.comb += x.ph_next.eq(Mux(x.start, ph ^ (issue & row_last & pr_last), 0))
+            m.d.sync += [ph.eq(0), pr.eq(0), f1_valid.eq(0), f2_valid.eq(0), f2_empty.eq(1)]
+            m.d.sync += [rsel[h][r].eq((h == 0) & (r == 0)) for h in range(2) for r in range(n)]
+        x.ph = ph
         tag = exp.i.payload.tag
         for t in range(n):
             real = f2_real[t]
@@ -1244,14 +1275,26 @@ class AttentionEngine(wiring.Component):
             with m.Elif(x.score_free[h] | ~x.start):
                 m.d.comb += full_next[h].eq(0)
             m.d.sync += x.score_full[h].eq(full_next[h])
-        # the output's flag: each half it may be at next cycle looked up, the one it will be
-        # at chosen last (the output's take, through every kind's ready and the P·V job
-        # flag, had run in front of the lookup: for the clock)
+        # The two flags below are worked out for each value of the reader's ``wrap`` (its
+        # last word of a row tile issued: it frees its half and moves to the other), which
+        # picks between them last (it had run through the free flags, the next values and
+        # the multiplexer by the half: for the clock). The output's flag: each half it may
+        # be at next cycle looked up, the one it will be at chosen after (the output's
+        # take, through every kind's ready and the P·V job flag, had run in front of the
+        # lookup: for the clock).
         hs = x.out_half
-        free = {k: ~Array(full_next)[getattr(hs, k)] for k in ("stay", "move", "zero")}
-        m.d.sync += [x.out_half_free.eq(Mux(~x.start, free["zero"],
-                                            Mux(hs.moves, free["move"], free["stay"]))),
-                     x.rd_half_full.eq(Array(full_next)[x.ph_next])]
+        out_free, rd_full = [], []
+        for w in (0, 1):
+            fn = [Signal(name=f"score_full_next_w{w}_{h}") for h in range(2)]
+            for h in range(2):
+                m.d.comb += fn[h].eq(Mux(x.score_fill[h], 1,
+                                         Mux(w & (x.ph == h) | ~x.start, 0, x.score_full[h])))
+            free = {k: ~Array(fn)[getattr(hs, k)] for k in ("stay", "move", "zero")}
+            out_free.append(Mux(~x.start, free["zero"],
+                                Mux(hs.moves, free["move"], free["stay"])))
+            rd_full.append(Array(fn)[Mux(x.start, x.ph ^ w, 0)])
+        m.d.sync += [x.out_half_free.eq(Mux(x.score_wrap, out_free[1], out_free[0])),
+                     x.rd_half_full.eq(Mux(x.score_wrap, rd_full[1], rd_full[0]))]
 
     def _score_packer(self, m, x):
         """Exp-unit words (n entries) into WTU beats (``wtu_lanes`` entries): several words
@@ -1436,15 +1479,26 @@ class AttentionEngine(wiring.Component):
         s2_mag = [Signal(nb, name=f"pv_s2_mag_{t}") for t in range(n)]
         s2_neg = [Signal(name=f"pv_s2_neg_{t}") for t in range(n)]
         busy = Signal()
+        # busy's copies, one a lane (its steps' enables)
+        busy_c = [Signal(name=f"div_busy_{t}", attrs=KEEP_COPY) for t in range(n)]
         done = Signal()
         # ~busy & ~done, as a register of its own (``busy`` enables some thousand divider
         # registers; the handshakes back to the array see this one)
         div_free = Signal(init=1)
-        s2_go, s1b_go, s1_go = Signal(), Signal(), Signal()
-        m.d.comb += [s2_go.eq(s2.valid & (absorb | div_free)),
-                     s1b_go.eq(s1b.valid & (~s2.valid | s2_go)),
-                     s1_go.eq(s1.valid & (~s1b.valid | s1b_go)),
-                     x.div_ready.eq(~s1.valid | s1_go)]
+        # each stage moves on (``go``) when it is valid and the next has room or moves on:
+        # s2 into the dividers (or, absorbed, out), s1b into s2, s1 into s1b. The three are
+        # registers set from the stages' next values, n + 1 copies of each (one for the
+        # handshakes, one for each lane's registers: some eight hundred enables had hung
+        # on a chain of three LUTs from the stages' flags, for the clock)
+        go_n = SimpleNamespace(s2=Signal(name="pv_s2_go_next"),
+                               s1b=Signal(name="pv_s1b_go_next"),
+                               s1=Signal(name="pv_s1_go_next"))
+        go = {k: [Signal(name=f"pv_{k}_go_{c}", attrs=KEEP_COPY) for c in range(n + 1)]
+              for k in ("s2", "s1b", "s1")}
+        for k, regs in go.items():
+            m.d.sync += [r.eq(getattr(go_n, k)) for r in regs]
+        s2_go, s1b_go, s1_go = go["s2"][n], go["s1b"][n], go["s1"][n]
+        m.d.comb += x.div_ready.eq(~s1.valid | s1_go)
         take = Signal()
         m.d.comb += take.eq(x.div_valid & x.div_ready)
         addr = Cat(o.row, x.out_j) if n > 1 else x.out_j
@@ -1470,15 +1524,19 @@ class AttentionEngine(wiring.Component):
             v_next.s2.eq(x.start & (s1b_go | s2.valid & ~s2_go)),
             v_next.free.eq(~x.start | Mux(s2_go & ~absorb, 0,
                                           div_free | done & self.o_attn.ready)),
-            x.div_room_next.eq(~v_next.s1 | ~v_next.s1b | ~v_next.s2 | absorb | v_next.free)]
+            x.div_room_next.eq(~v_next.s1 | ~v_next.s1b | ~v_next.s2 | absorb | v_next.free),
+            go_n.s2.eq(v_next.s2 & (absorb | v_next.free)),
+            go_n.s1b.eq(v_next.s1b & (~v_next.s2 | go_n.s2)),
+            go_n.s1.eq(v_next.s1 & (~v_next.s1b | go_n.s1b))]
         m.d.sync += [s1.valid.eq(v_next.s1), s1b.valid.eq(v_next.s1b), s2.valid.eq(v_next.s2),
                      div_free.eq(v_next.free)]
         with m.If(s1_go):
             m.d.sync += [s1b.addr.eq(s1.addr), s1b.den.eq(s1.den),
-                         s1b.row.eq(s1.row), s1b.col.eq(s1.col), s1b.last.eq(s1.last),
-                         *(s1b.c[t].eq(s1.c[t]) for t in range(n)),
-                         *(s1b_cm1[t].eq(s1.c[t] - 1) for t in range(n)),
-                         *(s1b_sum[t].eq(sum_rd.data[t]) for t in range(n))]
+                         s1b.row.eq(s1.row), s1b.col.eq(s1.col), s1b.last.eq(s1.last)]
+        for t in range(n):
+            with m.If(go["s1"][t]):
+                m.d.sync += [s1b.c[t].eq(s1.c[t]), s1b_cm1[t].eq(s1.c[t] - 1),
+                             s1b_sum[t].eq(sum_rd.data[t])]
         # the sum and its negation side by side (two additions, not an addition and a
         # negation in a row: for the clock), the magnitude chosen by the sum's sign (assigned
         # outside the stage's If, so its handshake does not gate them)
@@ -1492,7 +1550,8 @@ class AttentionEngine(wiring.Component):
         with m.If(s1b_go):
             m.d.sync += [s2.addr.eq(s1b.addr), s2.den.eq(s1b.den),
                          s2.row.eq(s1b.row), s2.col.eq(s1b.col), s2.last.eq(s1b.last)]
-            for t, (total, less1) in enumerate(sums2):
+        for t, (total, less1) in enumerate(sums2):
+            with m.If(go["s1b"][t]):
                 m.d.sync += [s2.c[t].eq(total), s2_neg[t].eq(total < 0),
                              s2_mag[t].eq(Mux(total < 0, ~less1, total))]
         m.d.comb += [sum_wr.addr.eq(s2.addr), sum_wr.en.eq(s2.valid & absorb),
@@ -1516,10 +1575,12 @@ class AttentionEngine(wiring.Component):
         nums = [Signal(r_bits, name=f"div_num_{t}") for t in range(n)]
         m.d.comb += [nums[t].eq((s2_mag[t] << (F + 1)) + s2.den) for t in range(n)]
         with m.If(s2_go & ~absorb):
-            m.d.sync += [busy.eq(1), count.eq(qb - 1), dv.eq(s2.den << 1),
+            m.d.sync += [busy.eq(1), *(b.eq(1) for b in busy_c), count.eq(qb - 1),
+                         dv.eq(s2.den << 1),
                          dv3.eq((s2.den << 2) + (s2.den << 1)),
                          row.eq(s2.row), col.eq(s2.col), last.eq(s2.last)]
-            for t, num in enumerate(nums):
+        for t, num in enumerate(nums):
+            with m.If(go["s2"][t] & ~absorb):
                 m.d.sync += [neg[t].eq(s2_neg[t]), quo[t].eq(num[:qb]),
                              part[t].eq(num[qb:])]
         # the remainder with the next two bits brought down (below 4 · 2d) less 2d, 4d and
@@ -1536,17 +1597,18 @@ class AttentionEngine(wiring.Component):
                 m.d.comb += diff.eq(r_ - d_)
                 diffs.append(diff)
             steps.append((r_, diffs))
-        with m.If(busy):
-            for t, (r_, diffs) in enumerate(steps):
+        for t, (r_, diffs) in enumerate(steps):
+            with m.If(busy_c[t]):
                 ge = [~d[-1] for d in diffs]
                 m.d.sync += [
                     part[t].eq(Mux(ge[2], diffs[2], Mux(ge[1], diffs[1],
                                                         Mux(ge[0], diffs[0], r_)))),
                     quo[t].eq(Cat(Mux(ge[2], 3, Mux(ge[1], 2, Mux(ge[0], 1, 0)))[:2],
                                   quo[t][:-2]))]
+        with m.If(busy):
             m.d.sync += count.eq(count - 2)
             with m.If(count < self.DIV_BITS):
-                m.d.sync += [busy.eq(0), done.eq(1)]
+                m.d.sync += [busy.eq(0), done.eq(1), *(b.eq(0) for b in busy_c)]
         p = self.o_attn.payload
         for t in range(n):
             m.d.comb += p.o[t].eq(Mux(neg[t], -quo[t], quo[t]))
@@ -1554,7 +1616,7 @@ class AttentionEngine(wiring.Component):
         with m.If(self.o_attn.valid & self.o_attn.ready):
             m.d.sync += done.eq(0)
         with m.If(~x.start):
-            m.d.sync += [busy.eq(0), done.eq(0)]
+            m.d.sync += [busy.eq(0), done.eq(0), *(b.eq(0) for b in busy_c)]
 
     def _counters(self, m, x):
         perf, ap = self.perf, self._array.perf
