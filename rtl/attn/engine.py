@@ -916,10 +916,19 @@ class AttentionEngine(wiring.Component):
                      h2_next.emit.eq(Mux(h1.go, h1.emit, h2.emit))]
         m.d.sync += [h1.valid.eq(h1_next.valid), h2.valid.eq(h2_next.valid),
                      h2.emit.eq(h2_next.emit)]
-        with m.If(h1_in):
+        # h1's data loads whenever h1 has room, its valid flag with a real row's take (the
+        # take, behind h1's and h2's flags and o_hash's ready, had been routed 4.3 ns into
+        # the enable of h1's 2n words and 4.3 ns on: for the clock): its room is o_hash's
+        # ready or ``~h1.valid | ~h2.valid | ~h2.emit``, a register set from their next
+        # values, in n + 1 copies (one a lane's two words, one for the row's fields)
+        h1_open = [Signal(name=f"hash_h1_open_{c}", init=1, attrs=KEEP_COPY)
+                   for c in range(n + 1)]
+        m.d.sync += [r.eq(~h1_next.valid | ~h2_next.valid | ~h2_next.emit) for r in h1_open]
+        with m.If(h1_open[n] | self.o_hash.ready):
             m.d.sync += [h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
                          h1.first.eq(grow == 0), h1.last.eq(grow == x.m1.m)]
-            for t in range(n):
+        for t in range(n):
+            with m.If(h1_open[t] | self.o_hash.ready):
                 m.d.sync += [h1_c[t].eq(o.c[t]),
                              h1_bias[t].eq(Mux(moved, x.bias_rd_next.data[t],
                                                x.bias_rd.data[t]))]
@@ -1338,11 +1347,27 @@ class AttentionEngine(wiring.Component):
             complete = Signal()
             m.d.comb += complete.eq(ot.last | (slot == g - 1))
             with m.If(valid_in & can):
-                m.d.sync += [o.payload.eq(merged), asm.eq(Mux(complete, 0, merged))]
+                m.d.sync += asm.eq(Mux(complete, 0, merged))
                 with m.If(complete):
                     m.d.sync += [o.valid.eq(1), slot.eq(0)]
                 with m.Else():
                     m.d.sync += slot.eq(slot + 1)
+            # o's payload loads whenever o is empty or being taken, with or without a word
+            # (nothing offered changes; o.valid says whether it is a beat), under o.valid's
+            # copies, one a lane and one for the framing (the exp unit's queue flag, through
+            # the enable's LUT, had been routed 4.4 and 5.3 ns into 800 enables: for the
+            # clock)
+            ov_next = Signal(name="score_o_valid_next")
+            m.d.comb += ov_next.eq(Mux(valid_in & can & complete, 1, o.valid & ~o.ready))
+            ov = [Signal(name=f"score_o_valid_{j}", attrs=KEEP_COPY) for j in range(L + 1)]
+            m.d.sync += [c.eq(ov_next) for c in ov]
+            for j in range(L):
+                with m.If(~ov[j] | o.ready):
+                    m.d.sync += [o.payload.entry[j].eq(merged.entry[j]),
+                                 o.payload.valid[j].eq(merged.valid[j])]
+            with m.If(~ov[L] | o.ready):
+                m.d.sync += [o.payload.first.eq(merged.first), o.payload.last.eq(merged.last),
+                             o.payload.head_last.eq(merged.head_last)]
             with m.If(~x.start):
                 m.d.sync += [slot.eq(0), asm.eq(0)]
         else:

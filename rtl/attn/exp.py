@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from vrex.rules import exp_rules
 
-from ..lib import head_queue
+from ..lib import KEEP_COPY, head_queue
 
 __all__ = ["ExpUnit"]
 
@@ -120,9 +120,12 @@ class ExpUnit(wiring.Component):
         # command register, across the chip; for the clock): a beat's product reads beta_m
         # a cycle after its transfer, so a beta set with the first beat is in time
         beta_m = Signal(16, name="beta_m_r")
-        beta_shift = Signal(6, name="beta_shift_r")
-        m.d.sync += [beta_m.eq(self.beta_m), beta_shift.eq(self.beta_shift)]
+        # beta_shift in a copy a lane (one register had been routed 4.5 ns to its lanes'
+        # shifts: for the clock)
+        beta_shifts = [Signal(6, name=f"beta_shift_r_{j}", attrs=KEEP_COPY) for j in range(N)]
+        m.d.sync += [beta_m.eq(self.beta_m), *(b.eq(self.beta_shift) for b in beta_shifts)]
         for j in range(N):
+            beta_shift = beta_shifts[j]
             # s0: x as it arrives (in the engine it comes straight from the score memory
             # less the row's maximum: with the multiplier in one cycle it limited the clock)
             s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}", reset_less=True)
