@@ -401,6 +401,11 @@ class AttentionEngine(wiring.Component):
                     kt_pv=Mux(p.l < n, n, p.l) - 1,         # a P·V tile's: l padded to n
                     m=p.m - 1, l=p.l - 1, causal=p.causal - 1)
         x.m1 = SimpleNamespace(**{k: Signal(signed(18), name=f"cmd_{k}_m1") for k in less})
+        # and four of them less two, for the feeder's last-beat and last-tile flags (``kk ==
+        # kt - 2`` for ``kk + 1 == kt - 1``: the increment's carry chain had sat in front of
+        # the compare, for the clock)
+        less2 = {k: less[k] - 1 for k in ("kt", "kt_pv", "kc", "lt")}
+        x.m2 = SimpleNamespace(**{k: Signal(signed(18), name=f"cmd_{k}_m2") for k in less2})
         # the load's position (row, chunk): the states below say whether each steps or goes
         # back to 0 (``*_inc``, ``*_zero``: 0 wins), and whether each is at its last value
         # is kept in a register, its next value chosen by those moves among three compares
@@ -459,6 +464,7 @@ class AttentionEngine(wiring.Component):
             # clock; nothing reads them before CHECK, the engine being idle)
             m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
             m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
+            m.d.sync += [getattr(x.m2, k).eq(v) for k, v in less2.items()]
             m.d.sync += x.lim_base.eq(lim_base)
             m.d.sync += checks
             m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
@@ -697,9 +703,11 @@ class AttentionEngine(wiring.Component):
             m.d.sync += [f.eq(v) for f, v in zip((kk_last, j_last),
                                                   lasts_at_zero(tile_next["pv"]))]
         with m.Elif(issue & kk_last):
-            m.d.sync += [kk_last.eq(kt_now_m1 == 0), j_last.eq((tile_j + 1)[:16] == last_j)]
+            m.d.sync += [kk_last.eq(kt_now_m1 == 0),
+                         j_last.eq(tile_j == Mux(pv, x.m2.kc, x.m2.lt))]
         with m.Elif(issue):
-            m.d.sync += [kk_last.eq((kk + 1)[:16] == kt_now_m1), j_last.eq(tile_j == last_j)]
+            m.d.sync += [kk_last.eq(kk == Mux(pv, x.m2.kt_pv, x.m2.kt)),
+                         j_last.eq(tile_j == last_j)]
         with m.Else():
             m.d.sync += [kk_last.eq(kk == kt_now_m1), j_last.eq(tile_j == last_j)]
         chunk = kk >> exact_log2(n) if n > 1 else kk
