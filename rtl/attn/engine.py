@@ -10,8 +10,8 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from vrex.rules import engine_rules
 
-from ..lib import (KEEP_COPY, counter_layout, reduce_tree, register, stepped_counter,
-                   tree_stage)
+from ..lib import (KEEP_COPY, copies, counter_layout, reduce_tree, register,
+                   stepped_counter, tree_stage)
 from .array import SystolicArray
 from .exp import ExpUnit
 
@@ -929,9 +929,8 @@ class AttentionEngine(wiring.Component):
         # the enable of h1's 2n words and 4.3 ns on: for the clock): its room is o_hash's
         # ready or ``~h1.valid | ~h2.valid | ~h2.emit``, a register set from their next
         # values, in n + 1 copies (one a lane's two words, one for the row's fields)
-        h1_open = [Signal(name=f"hash_h1_open_{c}", init=1, attrs=KEEP_COPY)
-                   for c in range(n + 1)]
-        m.d.sync += [r.eq(~h1_next.valid | ~h2_next.valid | ~h2_next.emit) for r in h1_open]
+        h1_open = copies(m, ~h1_next.valid | ~h2_next.valid | ~h2_next.emit, n + 1,
+                         "hash_h1_open", init=1)
         with m.If(h1_open[n] | self.o_hash.ready):
             m.d.sync += [h1.row.eq(o.row), h1.emit.eq(x.out_j_lt_last),
                          h1.first.eq(grow == 0), h1.last.eq(grow == x.m1.m)]
@@ -1367,8 +1366,7 @@ class AttentionEngine(wiring.Component):
             # clock)
             ov_next = Signal(name="score_o_valid_next")
             m.d.comb += ov_next.eq(Mux(valid_in & can & complete, 1, o.valid & ~o.ready))
-            ov = [Signal(name=f"score_o_valid_{j}", attrs=KEEP_COPY) for j in range(L + 1)]
-            m.d.sync += [c.eq(ov_next) for c in ov]
+            ov = copies(m, ov_next, L + 1, "score_o_valid")
             for j in range(L):
                 with m.If(~ov[j] | o.ready):
                     m.d.sync += [o.payload.entry[j].eq(merged.entry[j]),
@@ -1526,10 +1524,7 @@ class AttentionEngine(wiring.Component):
         go_n = SimpleNamespace(s2=Signal(name="pv_s2_go_next"),
                                s1b=Signal(name="pv_s1b_go_next"),
                                s1=Signal(name="pv_s1_go_next"))
-        go = {k: [Signal(name=f"pv_{k}_go_{c}", attrs=KEEP_COPY) for c in range(n + 1)]
-              for k in ("s2", "s1b", "s1")}
-        for k, regs in go.items():
-            m.d.sync += [r.eq(getattr(go_n, k)) for r in regs]
+        go = {k: copies(m, getattr(go_n, k), n + 1, f"pv_{k}_go") for k in ("s2", "s1b", "s1")}
         s2_go, s1b_go, s1_go = go["s2"][n], go["s1b"][n], go["s1"][n]
         m.d.comb += x.div_ready.eq(~s1.valid | s1_go)
         take = Signal()

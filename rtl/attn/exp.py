@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from vrex.rules import exp_rules
 
-from ..lib import KEEP_COPY, head_queue
+from ..lib import copies, head_queue
 
 __all__ = ["ExpUnit"]
 
@@ -122,8 +122,8 @@ class ExpUnit(wiring.Component):
         beta_m = Signal(16, name="beta_m_r")
         # beta_shift in a copy a lane (one register had been routed 4.5 ns to its lanes'
         # shifts: for the clock)
-        beta_shifts = [Signal(6, name=f"beta_shift_r_{j}", attrs=KEEP_COPY) for j in range(N)]
-        m.d.sync += [beta_m.eq(self.beta_m), *(b.eq(self.beta_shift) for b in beta_shifts)]
+        m.d.sync += beta_m.eq(self.beta_m)
+        beta_shifts = copies(m, self.beta_shift, N, "beta_shift_r")
         for j in range(N):
             beta_shift = beta_shifts[j]
             # s0: x as it arrives (in the engine it comes straight from the score memory

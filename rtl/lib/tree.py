@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["reduce_tree", "register", "tree_stage"]
+__all__ = ["reduce_tree", "register", "tree_stage", "copies"]
 
 
 def _node(m, value, name, shape, level: int, index: int):
@@ -49,6 +49,17 @@ def register(m, items, name, domain: str = "sync", *, reset_less: bool = False):
     regs = [Signal(x.shape(), name=f"{name}_{j}", reset_less=reset_less)
             for j, x in enumerate(items)]
     m.d[domain] += [r.eq(x) for r, x in zip(regs, items)]
+    return regs
+
+
+def copies(m, value, count: int, name: str, *, init=0, domain: str = "sync"):
+    """``count`` registers loaded with ``value`` every cycle (named ``{name}_{j}``), marked
+    :data:`KEEP_COPY` so that synthesis keeps them apart: each drives a share of the loads
+    one register would fan out to. Returns the registers."""
+    from . import KEEP_COPY
+    regs = [Signal(value.shape(), name=f"{name}_{j}", init=init, attrs=KEEP_COPY)
+            for j in range(count)]
+    m.d[domain] += [r.eq(value) for r in regs]
     return regs
 
 
