@@ -349,6 +349,8 @@ class AttentionEngine(wiring.Component):
         # cleared with the state's moves, not a decoder of the state: it enables and resets
         # much of the engine)
         x.start = start = Signal()
+        # and its next value (the score reader's flag carries it: _score_flags)
+        x.start_next = start_next = Signal(name="cmd_start_next")
         x.feed_done = Signal()
         x.out_done = Signal()
         x.score_done = Signal()
@@ -490,6 +492,8 @@ class AttentionEngine(wiring.Component):
         m.d.comb += [x.v_wr.addr.eq(vw_addr), x.v_wr.data.eq(bw_data), x.v_wr.en.eq(vw_en),
                      x.bias_wr.addr.eq(biw_addr), x.bias_wr.data.eq(biw_data),
                      x.bias_wr.en.eq(biw_en)]
+        m.d.comb += start_next.eq(start)
+        m.d.sync += start.eq(start_next)
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
                 m.d.comb += [row_zero.eq(1), chunk_zero.eq(1)]
@@ -545,7 +549,7 @@ class AttentionEngine(wiring.Component):
                         load_step()
                     with m.If(~pairs & chunk_last & row_last_l):
                         m.d.comb += row_zero.eq(1)
-                        m.d.sync += start.eq(~x.is_.kv)
+                        m.d.comb += start_next.eq(~x.is_.kv)
                         m.next = "RUN"
                         with m.If(x.is_.kv):
                             m.next = "LOAD_V"
@@ -555,13 +559,14 @@ class AttentionEngine(wiring.Component):
                 with m.If(self.b.valid):
                     load_step()
                     with m.If(chunk_last & row_last_l):
-                        m.d.sync += start.eq(1)
+                        m.d.comb += start_next.eq(1)
                         m.next = "RUN"
                     with m.Elif(cur.pairs & chunk_last):
                         m.next = "LOAD_B"
             with m.State("RUN"):
                 with m.If(x.feed_done & x.out_done & x.score_done):
-                    m.d.sync += [start.eq(0), idle.eq(1)]
+                    m.d.comb += start_next.eq(0)
+                    m.d.sync += idle.eq(1)
                     m.next = "IDLE"
 
     def _a_loader(self, m, x):
@@ -1079,8 +1084,17 @@ class AttentionEngine(wiring.Component):
         with m.If(~x.start):
             m.d.sync += [pos.eq(x.cur.pos0), base_lt.eq(x.lim_base < x.cur.l)]
             m.d.comb += [lim_raw_n.eq(x.lim_base + x.cur.pos0), lim_lt_n.eq(lim_raw < x.cur.l)]
-        m.d.sync += [lim_raw.eq(lim_raw_n), lim_lt.eq(lim_lt_n),
-                     lim_new.eq(Mux(causal & lim_lt_n, lim_raw_n, x.cur.l))]
+        m.d.sync += [lim_raw.eq(lim_raw_n), lim_lt.eq(lim_lt_n)]
+        # ``lim_new`` is loaded with the step's value worked out from the registers, under
+        # the write's enable (it had run through the step's multiplexers into the data, 4
+        # LUTs behind the halves' flag: for the clock); it holds otherwise, as its inputs do
+        wrap_pos = pos == x.m1.causal
+        step_raw = Mux(wrap_pos, x.lim_base, lim_raw + 1)
+        step_lt = Mux(wrap_pos, base_lt, lim_lt & (lim_raw != x.m1.l))
+        with m.If(~x.start):
+            m.d.sync += lim_new.eq(Mux(causal & lim_lt_n, lim_raw_n, x.cur.l))
+        with m.Elif(write & x.out_j_zero):
+            m.d.sync += lim_new.eq(Mux(causal & step_lt, step_raw, x.cur.l))
         lowest = Const(-(1 << (sb - 1)), signed(sb))
         for t in range(n):
             m.d.comb += x.score_wr.data[t].eq(o.c[t])
@@ -1217,10 +1231,12 @@ class AttentionEngine(wiring.Component):
         advance = Signal()
         issue = Signal()
         # ``~f2_valid`` in a register of its own for the issue, as in _feeder (the enable's
-        # LUT, among its loads, had been routed 4.8 ns into the issue: for the clock)
+        # LUT, among its loads, had been routed 4.8 ns into the issue: for the clock);
+        # ``rd_half_full`` holds ``start`` too (_score_flags: ``start``, with its wide
+        # fan-out, had been routed through the issue and ``wrap`` into the halves' flags)
         f2_empty = Signal(init=1, name="score_f2_empty")
         m.d.comb += [advance.eq(~f2_valid | exp.i.ready),
-                     issue.eq((f2_empty | exp.i.ready) & x.start & x.rd_half_full)]
+                     issue.eq((f2_empty | exp.i.ready) & x.rd_half_full)]
         m.d.comb += [x.score_rd.addr.eq(mem_addr(mem_addr(ph, pr, n), pj, x.row_words)),
                      x.score_rd.en.eq(advance),
                      x.count_rd.addr.eq(pj), x.count_rd.en.eq(advance)]
@@ -1282,7 +1298,8 @@ class AttentionEngine(wiring.Component):
         from the flags' next values and the half each will be at next cycle (the flags had
         been read through a multiplexer by the half in front of the array's ready, whose
         take loads the output's counters and the hash stage's 2n words, and in front of the
-        reader's issue: for the clock; cycle for cycle the same)."""
+        reader's issue: for the clock; cycle for cycle the same). The reader's flag is also
+        ANDed with ``start``'s next value, so its issue needs no ``start`` of its own."""
         full_next = [Signal(name=f"score_full_next_{h}") for h in range(2)]
         for h in range(2):
             m.d.comb += full_next[h].eq(x.score_full[h])
@@ -1310,7 +1327,8 @@ class AttentionEngine(wiring.Component):
                                 Mux(hs.moves, free["move"], free["stay"])))
             rd_full.append(Array(fn)[Mux(x.start, x.ph ^ w, 0)])
         m.d.sync += [x.out_half_free.eq(Mux(x.score_wrap, out_free[1], out_free[0])),
-                     x.rd_half_full.eq(Mux(x.score_wrap, rd_full[1], rd_full[0]))]
+                     x.rd_half_full.eq(Mux(x.score_wrap, rd_full[1], rd_full[0]) &
+                                       x.start_next)]
 
     def _score_packer(self, m, x):
         """Exp-unit words (n entries) into WTU beats (``wtu_lanes`` entries): several words
