@@ -357,9 +357,9 @@ class AttentionEngine(wiring.Component):
         p = self.cmd.payload
         x.refuse = Signal()
 
-        def row_chunk_step(row, chunk):
+        def row_chunk_step(row, chunk, left, lim):
             with m.If(chunk == x.m1.kc):
-                m.d.sync += [chunk.eq(0), row.eq(row + 1)]
+                m.d.sync += [chunk.eq(0), row.eq(row + 1), left.eq(row + 1 != lim)]
             with m.Else():
                 m.d.sync += chunk.eq(chunk + 1)
 
@@ -369,12 +369,17 @@ class AttentionEngine(wiring.Component):
             with m.Else():
                 m.d.comb += chunk_inc.eq(1)
 
-        # a refused command's beats, counted as rows of chunks (no multiplier)
-        drop_a_row, drop_a_chunk = Signal(16), Signal(16)
-        drop_b_row, drop_b_chunk = Signal(16), Signal(16)
+        # a refused command's beats, counted as rows of chunks (no multiplier) up to a limit
+        # loaded with ``cur``; whether rows are left is a register too, set from the counts
+        # (the limit's multiplexer and the row's compare with it, a carry chain, had run in
+        # front of the drop's handshake and the counters' enables: for the clock)
+        drop_a_row, drop_a_chunk = Signal(17), Signal(16)
+        drop_b_row, drop_b_chunk = Signal(17), Signal(16)
+        drop_a_lim = Signal(17, name="drop_a_lim")
+        drop_b_lim = Signal(17, name="drop_b_lim")
         drop_bias = Signal(16)
-        a_left = Signal()
-        b_left = Signal()
+        a_left = Signal(name="drop_a_left")
+        b_left = Signal(name="drop_b_left")
         # the command's kind and part decoded once, into registers loaded with ``cur`` (the
         # decoders had sat in front of the handshakes and enables: for the clock)
         attend_p = p.kind == Kind.ATTEND
@@ -452,8 +457,6 @@ class AttentionEngine(wiring.Component):
         bad = bad_size | ck.kind_over | ck.hash_width       # the command is refused ...
         bad_code = Mux(bad_size, 1, Mux(ck.kind_over, 2, 3))  # ... with this error code
         k_zero = ck.k_zero                # no beat a row: a refused command's beats, none
-        m.d.comb += [a_left.eq(drop_a_row < cur.m),
-                     b_left.eq(drop_b_row < Mux(x.is_.kv, cur.l << 1, cur.l))]
 
         # the state is IDLE: a register of its own, set and cleared with the state's moves
         # (the state's decoder had driven the enables of the command's 400 registers beside
@@ -469,6 +472,7 @@ class AttentionEngine(wiring.Component):
             m.d.sync += [getattr(x.m2, k).eq(v) for k, v in less2.items()]
             m.d.sync += x.lim_base.eq(lim_base)
             m.d.sync += checks
+            m.d.sync += [drop_a_lim.eq(p.m), drop_b_lim.eq(Mux(flags["kv"], p.l << 1, p.l))]
             m.d.sync += [cur.eq(p), kc.eq(kcv), lt.eq(ltv),
                          mt.eq((p.m + n - 1) >> exact_log2(n))]
         # B's, V's and the biases' writes go through a register stage (address, data and
@@ -503,8 +507,10 @@ class AttentionEngine(wiring.Component):
             with m.State("CHECK"):
                 # the drop counters load in CHECK whether the command is refused or not (only
                 # DROP reads them; ``bad`` had been in front of their enables)
-                m.d.sync += [drop_a_row.eq(Mux(k_zero, cur.m, 0)), drop_a_chunk.eq(0),
-                             drop_b_row.eq(Mux(k_zero, cur.l << 1, 0)), drop_b_chunk.eq(0),
+                m.d.sync += [drop_a_row.eq(Mux(k_zero, drop_a_lim, 0)), drop_a_chunk.eq(0),
+                             drop_b_row.eq(Mux(k_zero, drop_b_lim, 0)), drop_b_chunk.eq(0),
+                             a_left.eq(~k_zero & (drop_a_lim != 0)),
+                             b_left.eq(~k_zero & (drop_b_lim != 0)),
                              drop_bias.eq(Mux(x.is_.hash | x.is_.score, lt, 0))]
                 with m.If(bad):
                     m.d.comb += x.refuse.eq(1)
@@ -518,9 +524,9 @@ class AttentionEngine(wiring.Component):
                 m.d.comb += [self.a.ready.eq(a_left), self.b.ready.eq(b_left),
                              self.bias.ready.eq(drop_bias != 0)]
                 with m.If(self.a.valid & a_left):
-                    row_chunk_step(drop_a_row, drop_a_chunk)
+                    row_chunk_step(drop_a_row, drop_a_chunk, a_left, drop_a_lim)
                 with m.If(self.b.valid & b_left):
-                    row_chunk_step(drop_b_row, drop_b_chunk)
+                    row_chunk_step(drop_b_row, drop_b_chunk, b_left, drop_b_lim)
                 with m.If(self.bias.valid & (drop_bias != 0)):
                     m.d.sync += drop_bias.eq(drop_bias - 1)
                 with m.If(~a_left & ~b_left & (drop_bias == 0)):
