@@ -398,6 +398,9 @@ class AttentionEngine(wiring.Component):
             restart=(p.part != Part.MAX) | p.first,       # restarts the rows' maxima
             causal=attend_p & (p.causal != 0))
         x.is_ = SimpleNamespace(**{k: Signal(name=f"cmd_{k}") for k in flags})
+        # the score flag again, for the score packer alone (kept apart in synthesis: the
+        # flag's wide fan-out had been routed 3.7 ns into the packer's valid: for the clock)
+        x.is_score_pk = Signal(name="cmd_score_packer", attrs=KEEP_COPY)
         # the sizes less one, in registers loaded with ``cur`` (the last-index compares
         # had each sat behind a subtraction's carry chain); signed, so a zero size's -1 is
         # no index, as it was
@@ -468,6 +471,7 @@ class AttentionEngine(wiring.Component):
             # the command taken (their enables do not wait for the stream's valid: for the
             # clock; nothing reads them before CHECK, the engine being idle)
             m.d.sync += [getattr(x.is_, k).eq(v) for k, v in flags.items()]
+            m.d.sync += x.is_score_pk.eq(flags["score"])
             m.d.sync += [getattr(x.m1, k).eq(v) for k, v in less.items()]
             m.d.sync += [getattr(x.m2, k).eq(v) for k, v in less2.items()]
             m.d.sync += x.lim_base.eq(lim_base)
@@ -1345,7 +1349,7 @@ class AttentionEngine(wiring.Component):
         o = self.o_score
         valid_in = Signal()                      # an exp word for the packer
         ready_in = Signal()
-        is_score = x.is_.score
+        is_score = x.is_score_pk
         m.d.comb += [valid_in.eq(exp.o.valid & is_score),
                      exp.o.ready.eq(Mux(is_score, ready_in, 1))]   # P words always taken
         entries = []
