@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from vrex.rules import array_rules
 
-from ..lib import counter_layout, head_queue, reduce_tree
+from ..lib import KEEP_COPY, counter_layout, head_queue, reduce_tree
 
 __all__ = ["SystolicArray"]
 
@@ -53,7 +53,8 @@ class SystolicArray(wiring.Component):
         reduction the accumulators hold without overflow; ``acc_bits`` accumulator width (at
         least 16 + log2(k_max)); ``a_bits`` the signed width of A (8, or wider for the
         engine's weights in P·V: the engine's rule bounds those sums);
-        ``counter_bits`` counter width.
+        ``counter_bits`` counter width; ``valid_copies`` (optional, default 0) how many
+        copies of ``o.valid`` to offer beside it.
     Attributes
         ``i`` (in stream: ``a[n]`` signed ``a_bits``, ``b[n]`` int8, ``first``, ``last``); ``o`` (out stream:
         ``c[n]`` signed ``acc_bits``, ``row`` in the tile, ``last`` on row n - 1); ``perf``:
@@ -61,12 +62,15 @@ class SystolicArray(wiring.Component):
         each), ``starved`` (cycles inside a tile without an input beat offered), ``held``
         (cycles a tile's ``last`` beat waits for room in the row queue), ``tiles``, ``rows``;
         ``room``: the row queue has room for a tile's rows (``i.ready`` is ``~i.last | room``,
-        so a feeder can decide from it and its own registers).
+        so a feeder can decide from it and its own registers); ``o_valid_copy``: registers
+        equal to ``o.valid`` every cycle (marked ``KEEP_COPY``: a consumer with many loads
+        behind its take splits them over the copies, each placed near its share).
     """
 
     PERF = ("busy", "beats", "starved", "held", "tiles", "rows")
 
-    def __init__(self, *, n: int, k_max: int, acc_bits: int, a_bits: int, counter_bits: int):
+    def __init__(self, *, n: int, k_max: int, acc_bits: int, a_bits: int, counter_bits: int,
+                 valid_copies: int = 0):
         array_rules(n=n, k_max=k_max, acc_bits=acc_bits, a_bits=a_bits,
                     counter_bits=counter_bits)
         self._n, self._k_max, self._acc_bits, self._a_bits = n, k_max, acc_bits, a_bits
@@ -76,6 +80,10 @@ class SystolicArray(wiring.Component):
         self.out_layout = data.StructLayout({"c": data.ArrayLayout(signed(acc_bits), n),
                                              "row": range(n), "last": 1})
         self.perf_layout = counter_layout(self.PERF, counter_bits)
+        if not isinstance(valid_copies, int) or valid_copies < 0:
+            raise ValueError(f"valid_copies must be a non-negative integer, not {valid_copies!r}")
+        self.o_valid_copy = [Signal(name=f"o_valid_copy_{j}", attrs=KEEP_COPY)
+                             for j in range(valid_copies)]
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
@@ -225,7 +233,7 @@ class SystolicArray(wiring.Component):
                 m, [Mux(x.done[r], x.res[r][c], 0) for r in range(n)],
                 lambda p_, q_: p_ | q_, f"drain_c{c}"))
         has, head, get = head_queue(m, "queue", row_t, q, put=put, data=row,
-                                    ready=self.o.ready)
+                                    ready=self.o.ready, valid_copies=self.o_valid_copy)
         out_row = Signal(range(n))
         out_last = Signal(init=int(n == 1))     # out_row == n - 1, registered
         m.d.comb += [self.o.valid.eq(has), self.o.payload.c.eq(head),

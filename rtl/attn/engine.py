@@ -24,6 +24,10 @@ from .exp import ExpUnit
 # and two flip-flops a bit, and the multiplexer on the path out of the RAM).
 NO_RW_CHECK = {"no_rw_check": 1}
 
+# The score take's copies, each driving one share of its loads (_score_writer): the halves'
+# flags, the score RAM's write and the maxima, the ring of columns left, the row limit.
+TAKES = ("flags", "write", "ring", "lim")
+
 __all__ = ["AttentionEngine", "Kind", "Part", "SPAN_BITS"]
 
 
@@ -168,7 +172,8 @@ class AttentionEngine(wiring.Component):
         self._out_frac_bits = out_frac_bits
         # A is int8 (queries, keys) or a weight of P (unsigned weight_bits) in P·V
         self._array = SystolicArray(n=n, k_max=k_max, acc_bits=acc_bits,
-                                    a_bits=weight_bits + 1, counter_bits=counter_bits)
+                                    a_bits=weight_bits + 1, counter_bits=counter_bits,
+                                    valid_copies=len(TAKES))
         layer_bits = max(1, ceil_log2(layers))
         vec = data.ArrayLayout(signed(8), n)
         self.cmd_layout = data.StructLayout({"kind": 3, "m": 16, "k": 16, "l": 16,
@@ -317,6 +322,9 @@ class AttentionEngine(wiring.Component):
         # half of the row tile at the array's output free and the half being read full, in
         # registers set from the flags' and the halves' next values (_score_flags)
         x.out_half_free = Signal(init=1, name="score_out_half_free")
+        # and its copies, one for each of the score take's copies (_score_writer)
+        x.out_half_free_c = {g: Signal(init=1, name=f"score_out_half_free_{g}", attrs=KEEP_COPY)
+                             for g in TAKES}
         x.rd_half_full = Signal(name="score_rd_half_full")
         x.div_valid, x.div_ready = Signal(), Signal()      # P·V rows into the divider
         x.div_room_next = Signal()                         # the divider's ready next cycle
@@ -466,6 +474,9 @@ class AttentionEngine(wiring.Component):
         # the load's handshakes and counters: for the clock)
         idle = Signal(init=1, name="cmd_idle")
         m.d.comb += self.cmd.ready.eq(idle)
+        # the scoring flag's next value (the score take's copies: _score_writer)
+        x.scoring_next = Signal(name="cmd_scoring_next")
+        m.d.comb += x.scoring_next.eq(Mux(idle, flags["scoring"], x.is_.scoring))
         with m.If(idle):
             # the command and what it implies load every idle cycle, the last load being
             # the command taken (their enables do not wait for the stream's valid: for the
@@ -870,6 +881,7 @@ class AttentionEngine(wiring.Component):
         last_tile = Signal()
         m.d.comb += last_tile.eq(reg["li"] & reg["jl"])
         x.out_i, x.out_j, x.real, x.out_pv = out_i, out_j, real, out_pv
+        x.real_next = real_n
         x.out_j_lt_last = reg["jl"]
         x.out_j_zero = out_j0
         # the half of the row tile at the output next cycle (out_i's low bit): the half it
@@ -887,6 +899,7 @@ class AttentionEngine(wiring.Component):
             with m.Else():
                 m.d.comb += [nxt[k].eq(v) for k, v in step_next.items()]
         m.d.sync += [reg[k].eq(v) for k, v in nxt.items()]
+        x.out_pv_next = nxt["pv"]
         x.grow = grow
         # gemm
         m.d.comb += [self.o_gemm.payload.row.eq(grow),
@@ -1047,11 +1060,23 @@ class AttentionEngine(wiring.Component):
         # out (padding rows are dropped, real ones wait for a free half), so the write, the
         # ring, the limits and the halves' flags do not wait for the output's multiplexer of
         # every kind's ready (for the clock: the P·V stages' handshake had reached the
-        # flags through it); ``write``: a real one
-        x.score_take = Signal()
-        write = Signal()
-        m.d.comb += [x.score_take.eq(arr.o.valid & scoring & (~x.real | x.out_half_free)),
-                     write.eq(x.score_take & x.real)]
+        # flags through it); ``write``: a real one. The take is worked out in copies, one
+        # for each share of its loads (``TAKES``: the halves' flags, the score RAM's write
+        # and the maxima, the ring, the row limit), each a LUT of copies of its four
+        # registers (the array's valid flag, the scoring flag, the real flag and the
+        # half-free flag, loaded with their next values): one take had been routed 3.7 ns
+        # and 3.8 ns on to its loads (seed 1 of session 47's c26: for the clock)
+        takes, writes = {}, {}
+        sc = dict(zip(TAKES, copies(m, x.scoring_next & ~x.out_pv_next, len(TAKES),
+                                    "score_side")))
+        rl = dict(zip(TAKES, copies(m, x.real_next, len(TAKES), "score_real")))
+        for g, valid_g in zip(TAKES, arr.o_valid_copy):
+            takes[g] = Signal(name=f"score_take_{g}")
+            writes[g] = Signal(name=f"score_write_{g}")
+            m.d.comb += [takes[g].eq(valid_g & sc[g] & (~rl[g] | x.out_half_free_c[g])),
+                         writes[g].eq(takes[g] & rl[g])]
+        x.score_take = takes["flags"]
+        write = writes["write"]
         row_in = mem_addr(half, o.row, n)        # the row's place in the buffer's two halves
         m.d.comb += [x.score_wr.addr.eq(mem_addr(row_in, x.out_j, x.row_words)),
                      x.score_wr.en.eq(write)]
@@ -1085,11 +1110,11 @@ class AttentionEngine(wiring.Component):
         ring = [Signal(signed(SPAN_BITS + 3), name=f"score_cols_left_{r}") for r in range(n)]
         left_in = Signal(signed(SPAN_BITS + 3), name="score_cols_left_in")
         m.d.comb += left_in.eq(Mux(x.out_j_zero, lim_new, ring[0]))
-        with m.If(x.score_take):
+        with m.If(takes["ring"]):
             m.d.sync += [ring[r].eq(ring[r + 1]) for r in range(n - 1)]
             m.d.sync += ring[n - 1].eq(left_in - n)
         m.d.comb += [lim_raw_n.eq(lim_raw), lim_lt_n.eq(lim_lt)]
-        with m.If(write & x.out_j_zero):
+        with m.If(writes["lim"] & x.out_j_zero):
             with m.If(pos == x.m1.causal):
                 m.d.sync += pos.eq(0)
                 m.d.comb += [lim_raw_n.eq(x.lim_base), lim_lt_n.eq(base_lt)]
@@ -1109,7 +1134,7 @@ class AttentionEngine(wiring.Component):
         step_lt = Mux(wrap_pos, base_lt, lim_lt & (lim_raw != x.m1.l))
         with m.If(~x.start):
             m.d.sync += lim_new.eq(Mux(causal & lim_lt_n, lim_raw_n, x.cur.l))
-        with m.Elif(write & x.out_j_zero):
+        with m.Elif(writes["lim"] & x.out_j_zero):
             m.d.sync += lim_new.eq(Mux(causal & step_lt, step_raw, x.cur.l))
         lowest = Const(-(1 << (sb - 1)), signed(sb))
         for t in range(n):
@@ -1342,7 +1367,9 @@ class AttentionEngine(wiring.Component):
             out_free.append(Mux(~x.start, free["zero"],
                                 Mux(hs.moves, free["move"], free["stay"])))
             rd_full.append(Array(fn)[Mux(x.start, x.ph ^ w, 0)])
-        m.d.sync += [x.out_half_free.eq(Mux(x.score_wrap, out_free[1], out_free[0])),
+        half_free = Mux(x.score_wrap, out_free[1], out_free[0])
+        m.d.sync += [x.out_half_free.eq(half_free),
+                     *(c.eq(half_free) for c in x.out_half_free_c.values()),
                      x.rd_half_full.eq(Mux(x.score_wrap, rd_full[1], rd_full[0]) &
                                        x.start_next)]
 

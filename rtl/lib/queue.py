@@ -8,7 +8,7 @@ from amaranth.lib import memory
 __all__ = ["head_queue"]
 
 
-def head_queue(m, name: str, shape, depth: int, *, put, data, ready):
+def head_queue(m, name: str, shape, depth: int, *, put, data, ready, valid_copies=()):
     """A queue of ``depth`` entries in a memory read without a clock (a LUT RAM on FPGAs)
     whose head is offered as it stands: no output register loaded under ``ready``, so the
     consumer's ``ready`` reaches the read pointer and the level counter alone.
@@ -18,6 +18,8 @@ def head_queue(m, name: str, shape, depth: int, *, put, data, ready):
     ``valid`` a registered flag (the queue holds an entry), ``head`` the entry at the head
     (the memory's output), ``get`` ``valid & ready`` (the head is taken this cycle).
     The memory is the submodule ``name``; a written entry is offered the cycle after.
+    ``valid_copies``: registers of the caller's (marked ``KEEP_COPY``, say) loaded with
+    ``valid``'s next value beside it, for a consumer that splits its loads.
     """
     words = memory.Memory(shape=shape, depth=depth, init=[])
     m.submodules[name] = words
@@ -37,4 +39,5 @@ def head_queue(m, name: str, shape, depth: int, *, put, data, ready):
     with m.If(get):
         m.d.sync += head.eq(step(head))
     m.d.sync += [level.eq(level_next), valid.eq(level_next != 0)]
+    m.d.sync += [c.eq(level_next != 0) for c in valid_copies]
     return valid, rd.data, get
