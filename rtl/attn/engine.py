@@ -1230,7 +1230,6 @@ class AttentionEngine(wiring.Component):
         into the exp unit: for the clock)."""
         n, exp = self._n, self._exp
         ph = Signal()                            # the half being read
-        pr = Signal(range(n))                    # row in the tile
         # the word in the row (pj) and the row tile (ptile) count with their last-value
         # flags in registers (``pj == lt`` and ``ptile == mt`` had been 16-bit compares in
         # front of the issue's moves, the halves' flags and the counters' enables: for the
@@ -1239,10 +1238,20 @@ class AttentionEngine(wiring.Component):
         ptc = stepped_counter(m, "score_rd_tile", 16, {"mt": x.m1.mt})
         pj, ptile = pjc.pos, ptc.pos
         row_last = pjc.at["lt"]
-        # pr is its tile's last row: row n - 1, or in the last tile row (m - 1) mod n
+        # the row in the tile (pr) is its tile's last: row n - 1, or in the last tile row
+        # (m - 1) mod n; pr counts with both compares' flags in registers (the compares had
+        # sat in front of ``wrap`` and through it the halves' flags: seed 1 of session 47's
+        # c27, for the clock)
         pr_last = Signal(name="score_rd_row_last")
-        m.d.comb += pr_last.eq((pr == n - 1) |
-                               (ptc.at["mt"] & (pr == x.m1.m[:exact_log2(n)])))
+        if n > 1:
+            prc = stepped_counter(m, "score_rd_row", exact_log2(n),
+                                  {"n1": Const(n - 1, exact_log2(n)),
+                                   "m": x.m1.m[:exact_log2(n)]})
+            pr = prc.pos
+            m.d.comb += pr_last.eq(prc.at["n1"] | ptc.at["mt"] & prc.at["m"])
+        else:
+            pr = Const(0, 1)
+            m.d.comb += pr_last.eq(1)
         # (ph, pr) one-hot, a bit a row of each half: the rows' maxima and limits are picked
         # by an AND-OR of these (the multiplexer by pr, a counter with many other loads, had
         # been the limit of seed 2 of session 45's main: for the clock)
@@ -1295,13 +1304,14 @@ class AttentionEngine(wiring.Component):
         m.d.comb += wrap.eq(issue & row_last & pr_last)
         m.d.comb += [pjc.zero.eq(~x.start | issue & row_last), pjc.inc.eq(issue),
                      ptc.zero.eq(~x.start), ptc.inc.eq(wrap)]
+        if n > 1:
+            m.d.comb += [prc.zero.eq(~x.start | wrap), prc.inc.eq(issue & row_last)]
         with m.If(issue & row_last):
             with m.If(pr_last):
-                m.d.sync += [pr.eq(0), ph.eq(~ph)]
+                m.d.sync += ph.eq(~ph)
                 m.d.sync += [rsel[h][r].eq((r == 0) & (ph != h))
                              for h in range(2) for r in range(n)]
             with m.Else():
-                m.d.sync += pr.eq(pr + 1)
                 m.d.sync += [rsel[h][r].eq(rsel[h][r - 1] if r else 0)
                              for h in range(2) for r in range(n)]
         for h in range(2):
@@ -1317,7 +1327,7 @@ class AttentionEngine(wiring.Component):
                              f2_score[t].eq(x.score_rd.data[t]),
                              f2_count[t].eq(x.count_rd.data[t])]
         with m.If(~x.start):
-            m.d.sync += [ph.eq(0), pr.eq(0), f1_valid.eq(0), f2_valid.eq(0), f2_empty.eq(1)]
+            m.d.sync += [ph.eq(0), f1_valid.eq(0), f2_valid.eq(0), f2_empty.eq(1)]
             m.d.sync += [rsel[h][r].eq((h == 0) & (r == 0)) for h in range(2) for r in range(n)]
         x.ph = ph
         tag = exp.i.payload.tag
