@@ -99,8 +99,8 @@ def exp_rules(*, lanes, frac_bits, weight_bits, x_bits, names: dict | None = Non
     int_range(n("x_bits"), x_bits, 2, 40)
 
 
-def array_rules(*, n, k_max, acc_bits, a_bits, counter_bits, names: dict | None = None
-                ) -> None:
+def array_rules(*, n, k_max, acc_bits, a_bits, counter_bits, valid_copies=0,
+                names: dict | None = None) -> None:
     """What the systolic array accepts (``rtl.attn.array.SystolicArray``)."""
     nm = _namer(names)
     power_of_two(nm("n"), n)
@@ -109,6 +109,7 @@ def array_rules(*, n, k_max, acc_bits, a_bits, counter_bits, names: dict | None 
     positive_int(nm("k_max"), k_max)
     positive_int(nm("counter_bits"), counter_bits)
     int_range(nm("a_bits"), a_bits, 8, 18)
+    int_range(nm("valid_copies"), valid_copies, 0, 64)
     need = 16 + max(1, (k_max - 1).bit_length())
     if not isinstance(acc_bits, int) or acc_bits < need:
         raise ParameterError(f"{nm('acc_bits')} must be at least {need} for k_max {k_max} "

@@ -53,8 +53,8 @@ class SystolicArray(wiring.Component):
         reduction the accumulators hold without overflow; ``acc_bits`` accumulator width (at
         least 16 + log2(k_max)); ``a_bits`` the signed width of A (8, or wider for the
         engine's weights in P·V: the engine's rule bounds those sums);
-        ``counter_bits`` counter width; ``valid_copies`` (optional, default 0) how many
-        copies of ``o.valid`` to offer beside it.
+        ``counter_bits`` counter width; ``valid_copies`` (optional, default 0, at most 64)
+        how many copies of ``o.valid`` to offer beside it.
     Attributes
         ``i`` (in stream: ``a[n]`` signed ``a_bits``, ``b[n]`` int8, ``first``, ``last``); ``o`` (out stream:
         ``c[n]`` signed ``acc_bits``, ``row`` in the tile, ``last`` on row n - 1); ``perf``:
@@ -72,7 +72,7 @@ class SystolicArray(wiring.Component):
     def __init__(self, *, n: int, k_max: int, acc_bits: int, a_bits: int, counter_bits: int,
                  valid_copies: int = 0):
         array_rules(n=n, k_max=k_max, acc_bits=acc_bits, a_bits=a_bits,
-                    counter_bits=counter_bits)
+                    counter_bits=counter_bits, valid_copies=valid_copies)
         self._n, self._k_max, self._acc_bits, self._a_bits = n, k_max, acc_bits, a_bits
         self.in_layout = data.StructLayout({"a": data.ArrayLayout(signed(a_bits), n),
                                             "b": data.ArrayLayout(signed(8), n),
@@ -80,8 +80,6 @@ class SystolicArray(wiring.Component):
         self.out_layout = data.StructLayout({"c": data.ArrayLayout(signed(acc_bits), n),
                                              "row": range(n), "last": 1})
         self.perf_layout = counter_layout(self.PERF, counter_bits)
-        if not isinstance(valid_copies, int) or valid_copies < 0:
-            raise ValueError(f"valid_copies must be a non-negative integer, not {valid_copies!r}")
         self.o_valid_copy = [Signal(name=f"o_valid_copy_{j}", attrs=KEEP_COPY)
                              for j in range(valid_copies)]
         super().__init__({

@@ -1113,25 +1113,22 @@ class AttentionEngine(wiring.Component):
         with m.If(takes["ring"]):
             m.d.sync += [ring[r].eq(ring[r + 1]) for r in range(n - 1)]
             m.d.sync += ring[n - 1].eq(left_in - n)
+        # a row's step, worked out from the registers: pos wraps to 0 (the limit back to
+        # ``lim_base``) or steps (the limit one more, below l until it was l - 1)
+        wrap_pos = pos == x.m1.causal
+        step_raw = Mux(wrap_pos, x.lim_base, lim_raw + 1)
+        step_lt = Mux(wrap_pos, base_lt, lim_lt & (lim_raw != x.m1.l))
         m.d.comb += [lim_raw_n.eq(lim_raw), lim_lt_n.eq(lim_lt)]
         with m.If(writes["lim"] & x.out_j_zero):
-            with m.If(pos == x.m1.causal):
-                m.d.sync += pos.eq(0)
-                m.d.comb += [lim_raw_n.eq(x.lim_base), lim_lt_n.eq(base_lt)]
-            with m.Else():
-                m.d.sync += pos.eq(pos + 1)
-                m.d.comb += [lim_raw_n.eq(lim_raw + 1),
-                             lim_lt_n.eq(lim_lt & (lim_raw != x.m1.l))]
+            m.d.sync += pos.eq(Mux(wrap_pos, 0, pos + 1))
+            m.d.comb += [lim_raw_n.eq(step_raw), lim_lt_n.eq(step_lt)]
         with m.If(~x.start):
             m.d.sync += [pos.eq(x.cur.pos0), base_lt.eq(x.lim_base < x.cur.l)]
             m.d.comb += [lim_raw_n.eq(x.lim_base + x.cur.pos0), lim_lt_n.eq(lim_raw < x.cur.l)]
         m.d.sync += [lim_raw.eq(lim_raw_n), lim_lt.eq(lim_lt_n)]
-        # ``lim_new`` is loaded with the step's value worked out from the registers, under
-        # the write's enable (it had run through the step's multiplexers into the data, 4
-        # LUTs behind the halves' flag: for the clock); it holds otherwise, as its inputs do
-        wrap_pos = pos == x.m1.causal
-        step_raw = Mux(wrap_pos, x.lim_base, lim_raw + 1)
-        step_lt = Mux(wrap_pos, base_lt, lim_lt & (lim_raw != x.m1.l))
+        # ``lim_new`` is loaded with the step's value under the write's enable (it had run
+        # through the step's multiplexers into the data, 4 LUTs behind the halves' flag: for
+        # the clock); it holds otherwise, as its inputs do
         with m.If(~x.start):
             m.d.sync += lim_new.eq(Mux(causal & lim_lt_n, lim_raw_n, x.cur.l))
         with m.Elif(writes["lim"] & x.out_j_zero):

@@ -125,6 +125,7 @@ def test_blocked_output_waits_at_a_tiles_last_beat(name, k):
     (dict(acc_bits=20, k_max=4096), "acc_bits must be at least 28 for k_max 4096 (int8 "
                                     "products summed), not 20"),
     (dict(k_max=0), "k_max must be a positive integer, not 0"),
+    (dict(valid_copies=-1), "valid_copies must be an integer from 0 to 64, not -1"),
 ])
 def test_array_bad_parameters(kw, msg):
     with pytest.raises(ParameterError) as e:
