@@ -463,10 +463,15 @@ class AttentionEngine(wiring.Component):
             hash_width=flags["hash"] & (p.l != self._n_hp))
         ck = SimpleNamespace(**{k: Signal(name=f"check_{k}") for k in raw})
         checks = [getattr(ck, k).eq(v) for k, v in raw.items()]
-        bad_size = Signal()
-        m.d.comb += bad_size.eq(ck.sizes | ck.span)
-        bad = bad_size | ck.kind_over | ck.hash_width       # the command is refused ...
-        bad_code = Mux(bad_size, 1, Mux(ck.kind_over, 2, 3))  # ... with this error code
+        # the error flag and code load from copies of the checks of their own and a flag of
+        # the CHECK state (entered from IDLE with a command, left the next cycle): the
+        # refusal, whose loads spread over the chip, had been routed 4.2 and 3.9 ns into
+        # the error code's enable (for the clock)
+        ck_err = {k: Signal(name=f"check_{k}_err", attrs=KEEP_COPY)
+                  for k in raw if k != "k_zero"}
+        checking = Signal(name="cmd_checking", attrs=KEEP_COPY)
+        checks += [c.eq(raw[k]) for k, c in ck_err.items()]
+        bad = ck.sizes | ck.span | ck.kind_over | ck.hash_width     # the command is refused
         k_zero = ck.k_zero                # no beat a row: a refused command's beats, none
 
         # the state is IDLE: a register of its own, set and cleared with the state's moves
@@ -513,6 +518,11 @@ class AttentionEngine(wiring.Component):
                      x.bias_wr.en.eq(biw_en)]
         m.d.comb += start_next.eq(start)
         m.d.sync += start.eq(start_next)
+        m.d.sync += checking.eq(idle & self.cmd.valid)
+        err_size = ck_err["sizes"] | ck_err["span"]     # the code: 1 bad size, 2 kind, 3 width
+        with m.If(checking & (err_size | ck_err["kind_over"] | ck_err["hash_width"])):
+            m.d.sync += [self.error.eq(1),
+                         self.error_code.eq(Mux(err_size, 1, Mux(ck_err["kind_over"], 2, 3)))]
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
                 m.d.comb += [row_zero.eq(1), chunk_zero.eq(1)]
@@ -529,7 +539,6 @@ class AttentionEngine(wiring.Component):
                              drop_bias.eq(Mux(x.is_.hash | x.is_.score, lt, 0))]
                 with m.If(bad):
                     m.d.comb += x.refuse.eq(1)
-                    m.d.sync += [self.error.eq(1), self.error_code.eq(bad_code)]
                     m.next = "DROP"
                 with m.Elif(x.is_.hash | x.is_.score):
                     m.next = "BIAS"
@@ -756,17 +765,16 @@ class AttentionEngine(wiring.Component):
                          f1_a_rows.eq(Mux(x.cur.m - base_i >= n, n, x.cur.m - base_i)),
                          f1_b_rows.eq(Mux(cols - base_j >= n, n, cols - base_j))]
         # f2: the words as read (no logic between a RAM and its register, which loads with
-        # the stage: the RAM's output register), the element's index and each lane's mask.
-        # The index and the P·V flag in registers a row (copies kept apart in synthesis):
-        # one register had fed every row's picks and operand choices, its loads spread over
-        # the array's rows (for the clock)
-        f2_sel = [Signal(range(n), name=f"f2_sel_{r}", attrs=KEEP_COPY) for r in range(n)]
+        # the stage: the RAM's output register), whether the beat is its word's first and
+        # each lane's mask. That flag and the P·V flag in registers a row (copies kept apart
+        # in synthesis): one register had fed every row's picks and operand choices, its
+        # loads spread over the array's rows (for the clock)
         f2_pv = [Signal(name=f"f2_pv_{r}", attrs=KEEP_COPY) for r in range(n)]
         f2_first, f2_last = Signal(), Signal()
         f2_a_on, f2_b_on = Signal(n), Signal(n)
         with m.If(advance):
             m.d.sync += [f2_valid.eq(f1_valid), f2_open.eq(~f1_valid | ~f1_last),
-                         *(sel.eq(f1_sel) for sel in f2_sel), f2_first.eq(f1_first),
+                         f2_first.eq(f1_first),
                          f2_last.eq(f1_last), *(pv_.eq(f1_pv) for pv_ in f2_pv),
                          *(f2_a_on[r].eq(f1_in_k & (r < f1_a_rows)) for r in range(n)),
                          *(f2_b_on[r].eq(f1_in_k & (r < f1_b_rows)) for r in range(n))]
@@ -775,13 +783,40 @@ class AttentionEngine(wiring.Component):
             with m.If(advance):
                 m.d.sync += w.eq(rd.data)
             return w
-        pick = (lambda w, sel: Array(w[t] for t in range(n))[sel])
+        # Each lane's element: a word's first beat takes element 0 from the registered word;
+        # its other beats take element 0 of a shift register a lane (A or P as the beat's
+        # job needs, and B), loaded with the word's other elements as its first beat leaves
+        # and shifted down one as each later beat leaves (a word's beats leave one after the
+        # other: beat k is element k mod n of word k / n). An n-way pick of the RAMs' words
+        # had run between their output registers, far off in the RAM columns, and the skew
+        # (for the clock)
         v_word = word(x.v_rd, "f2_v_word")
+        taken = Signal()
+        m.d.comb += taken.eq(f2_valid & arr.i.ready)
+        f2_w0 = [Signal(init=1, name=f"f2_word_first_{r}", attrs=KEEP_COPY) for r in range(n)]
+        with m.If(advance):
+            m.d.sync += [w0.eq(f1_sel == 0) for w0 in f2_w0]
         for r in range(n):
-            ea = pick(word(x.a_mem[r][1], f"f2_a_word_{r}"), f2_sel[r])
-            eb = pick(word(x.b_mem[r][1], f"f2_b_word_{r}"), f2_sel[r])
-            ep = pick(word(x.p_mem[r][1], f"f2_p_word_{r}"), f2_sel[r])
-            m.d.comb += [arr.i.payload.a[r].eq(Mux(f2_a_on[r], Mux(f2_pv[r], ep, ea), 0)),
+            aw = word(x.a_mem[r][1], f"f2_a_word_{r}")
+            bw = word(x.b_mem[r][1], f"f2_b_word_{r}")
+            pw = word(x.p_mem[r][1], f"f2_p_word_{r}")
+            ap = [Mux(f2_pv[r], pw[t], aw[t]) for t in range(n)]
+            ea, eb = ap[0], bw[0]
+            if n > 1:
+                ap_sh = [Signal.like(arr.i.payload.a[r], name=f"f2_ap_shift_{r}_{t}",
+                                     reset_less=True) for t in range(n - 1)]
+                b_sh = [Signal(signed(8), name=f"f2_b_shift_{r}_{t}", reset_less=True)
+                        for t in range(n - 1)]
+                with m.If(taken):
+                    with m.If(f2_w0[r]):
+                        m.d.sync += [*(ap_sh[t].eq(ap[t + 1]) for t in range(n - 1)),
+                                     *(b_sh[t].eq(bw[t + 1]) for t in range(n - 1))]
+                    with m.Else():
+                        m.d.sync += [*(ap_sh[t].eq(ap_sh[t + 1]) for t in range(n - 2)),
+                                     *(b_sh[t].eq(b_sh[t + 1]) for t in range(n - 2))]
+                ea = Mux(f2_w0[r], ea, ap_sh[0])
+                eb = Mux(f2_w0[r], eb, b_sh[0])
+            m.d.comb += [arr.i.payload.a[r].eq(Mux(f2_a_on[r], ea, 0)),
                          arr.i.payload.b[r].eq(Mux(f2_b_on[r], Mux(f2_pv[r], v_word[r], eb),
                                                    0))]
         m.d.comb += [arr.i.valid.eq(f2_valid), arr.i.payload.first.eq(f2_first),

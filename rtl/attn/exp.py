@@ -119,13 +119,12 @@ class ExpUnit(wiring.Component):
         # beta_m and beta_shift in registers of the unit's own (they come from the engine's
         # command register, across the chip; for the clock): a beat's product reads beta_m
         # a cycle after its transfer, so a beta set with the first beat is in time
-        beta_m = Signal(16, name="beta_m_r")
-        # beta_shift in a copy a lane (one register had been routed 4.5 ns to its lanes'
-        # shifts: for the clock)
-        m.d.sync += beta_m.eq(self.beta_m)
+        # both in a copy a lane (one beta_shift register had been routed 4.5 ns to its
+        # lanes' shifts, one beta_m register 6.1 ns to a lane's multiplier: for the clock)
+        beta_ms = copies(m, self.beta_m, N, "beta_m_r")
         beta_shifts = copies(m, self.beta_shift, N, "beta_shift_r")
         for j in range(N):
-            beta_shift = beta_shifts[j]
+            beta_m, beta_shift = beta_ms[j], beta_shifts[j]
             # s0: x as it arrives (in the engine it comes straight from the score memory
             # less the row's maximum: with the multiplier in one cycle it limited the clock)
             s0_x = Signal(signed(self._x_bits), name=f"s0_x_{j}", reset_less=True)
