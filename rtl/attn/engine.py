@@ -471,7 +471,11 @@ class AttentionEngine(wiring.Component):
                   for k in raw if k != "k_zero"}
         checking = Signal(name="cmd_checking", attrs=KEEP_COPY)
         checks += [c.eq(raw[k]) for k, c in ck_err.items()]
-        bad = ck.sizes | ck.span | ck.kind_over | ck.hash_width     # the command is refused
+        # the command is refused, and its error code (1 bad size, 2 bad kind, 3 hash width),
+        # from either set of check registers
+        refused = lambda c: c["sizes"] | c["span"] | c["kind_over"] | c["hash_width"]
+        bad_code = lambda c: Mux(c["sizes"] | c["span"], 1, Mux(c["kind_over"], 2, 3))
+        bad = refused(vars(ck))
         k_zero = ck.k_zero                # no beat a row: a refused command's beats, none
 
         # the state is IDLE: a register of its own, set and cleared with the state's moves
@@ -519,10 +523,8 @@ class AttentionEngine(wiring.Component):
         m.d.comb += start_next.eq(start)
         m.d.sync += start.eq(start_next)
         m.d.sync += checking.eq(idle & self.cmd.valid)
-        err_size = ck_err["sizes"] | ck_err["span"]     # the code: 1 bad size, 2 kind, 3 width
-        with m.If(checking & (err_size | ck_err["kind_over"] | ck_err["hash_width"])):
-            m.d.sync += [self.error.eq(1),
-                         self.error_code.eq(Mux(err_size, 1, Mux(ck_err["kind_over"], 2, 3)))]
+        with m.If(checking & refused(ck_err)):
+            m.d.sync += [self.error.eq(1), self.error_code.eq(bad_code(ck_err))]
         with m.FSM(name="cmd_fsm"):
             with m.State("IDLE"):
                 m.d.comb += [row_zero.eq(1), chunk_zero.eq(1)]
