@@ -131,7 +131,10 @@ class SystolicArray(wiring.Component):
         m = Module()
         x = SimpleNamespace()            # the signals the sections below share
         x.take = Signal()
-        x.room = self.room               # the queue has room for one more tile's rows
+        # the queue has room for one more tile's rows: a register marked to stay apart from
+        # the rows-owed count's own copy (see _drain)
+        x.room = Signal(init=1, name="room", attrs=KEEP_COPY)
+        m.d.comb += self.room.eq(x.room)
         m.d.comb += [self.i.ready.eq(~self.i.payload.last | x.room),
                      x.take.eq(self.i.valid & self.i.ready)]
         x.flags_t = data.StructLayout({"valid": 1, "first": 1, "last": 1})
@@ -241,10 +244,24 @@ class SystolicArray(wiring.Component):
             if n > 1:
                 m.d.sync += out_last.eq(out_row == n - 2)
         x.drained = get
+        # The rows owed move by one of four steps (a tile's last beat in: +n; a row out: -1),
+        # whose sums and room flags are worked out from the count alone, so the beat's take
+        # and the row's leave only select among them; the take is spelled out from the
+        # input's registers and a room flag of the count's own (``room``, which the
+        # producer's ready and take reach, had been routed 3.1 ns to the take and the take
+        # 3.2 ns on into the count's adder: for the clock; cycle for cycle the same)
         owed = Signal(range(q + n + 1))
-        owed_next = Signal(range(q + n + 1))
-        m.d.comb += owed_next.eq(owed + Mux(x.take & self.i.payload.last, n, 0) - x.drained)
-        m.d.sync += [owed.eq(owed_next), x.room.eq(owed_next <= q - n)]
+        own_room = Signal(init=1, name="room_own", attrs=KEEP_COPY)
+        tile_in = Signal()
+        m.d.comb += tile_in.eq(self.i.valid & self.i.payload.last & own_room)
+
+        def step(value):
+            return Mux(tile_in, Mux(x.drained, value[3], value[2]),
+                       Mux(x.drained, value[1], value[0]))
+        deltas = (0, -1, n, n - 1)
+        sums = [(owed + d)[:len(owed)] for d in deltas]
+        rooms = [owed <= q - n - d for d in deltas]
+        m.d.sync += [owed.eq(step(sums)), x.room.eq(step(rooms)), own_room.eq(step(rooms))]
 
     def _counters(self, m, x):
         """busy: from a tile's first beat until its last row has left."""
