@@ -13,6 +13,8 @@ from pathlib import Path
 
 from vrex.config import Config
 
+from .ccache import CCACHE_ENV, ccache_environ
+
 __all__ = ["run_cocotb", "run_point", "build_points", "tb_config", "failures", "ROOT"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,18 +73,21 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
         public.append(str(taps))
     # Verilator's makefile reads the optimisation as make variables (MAKEFLAGS: the model's
     # fast code and the run-time library, not its once-run code, which a -CFLAGS would also
-    # reach) and OBJCACHE from the environment (the run-time library compiled once a
-    # checkout: verif.lib.objcache)
-    saved = {k: os.environ.get(k) for k in ("MAKEFLAGS", "OBJCACHE")}
+    # reach) and puts $(OBJCACHE) before every compile: ccache (verif.lib.ccache), so a model
+    # whose Verilog and options did not change is not compiled again, in any clone
+    saved = {k: os.environ.get(k) for k in ("MAKEFLAGS", "OBJCACHE", *CCACHE_ENV)}
     flags = saved["MAKEFLAGS"] or ""
     if opt:
         os.environ["MAKEFLAGS"] = (flags + ("" if " -- " in flags else " --")
                                    + f" OPT_FAST={opt} OPT_GLOBAL={opt}")
-    os.environ["OBJCACHE"] = f"{sys.executable} {ROOT / 'verif' / 'lib' / 'objcache.py'}"
+    os.environ.update(ccache_environ())
     try:
-        runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
+        # the Verilog named relative to the build folder, where Verilator runs: the generated
+        # C++ quotes the source's path, and an absolute one would differ between clones and
+        # miss the compiler cache (the runner makes its `sources` absolute; build_args stay)
+        runner.build(sources=[], hdl_toplevel=name, build_dir=build,
                      build_args=["-Wno-fatal", str(LINT_WAIVERS), *public,
-                                 *VERILATOR_OPT.get(name, [])],
+                                 *VERILATOR_OPT.get(name, []), v.name],
                      timescale=("1ns", "1ps"),
                      log_file=build / "build.log")
     finally:
@@ -99,7 +104,8 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     xml = build / "results.xml"
     xml.unlink(missing_ok=True)
     try:
-        runner.test(hdl_toplevel=name, test_module=test_module, build_dir=build,
+        runner.test(hdl_toplevel=name, hdl_toplevel_lang="verilog", test_module=test_module,
+                    build_dir=build,
                     test_dir=build, extra_env=env, testcase=testcase, test_filter=test_filter,
                     results_xml=str(xml),
                     log_file=build / "sim.log", waves=bool(os.environ.get("WAVES")))
