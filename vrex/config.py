@@ -2,7 +2,7 @@
 
 The same :class:`Config` feeds the golden model, the RTL generators, the testbenches and the
 reports. It holds the model geometry, the ReSV hyperparameters with every option that
-``DESIGN.md`` §3 (D1-D12) leaves open, the integer formats of the hardware-exact mode
+``docs/design.md`` (D1-D12) leaves open, the integer formats of the hardware-exact mode
 (``docs/numerics.md``), and the hardware sizes. Every field is checked at construction; the
 message names the field and the bad value. Derived values are properties, computed once here.
 
@@ -54,7 +54,7 @@ _CHOICES = {
     "wicsum": ("exact", "bucket"),             # D8: sorted WiCSum, or the WTU's bucketed walk
     "scope": ("kv_head", "layer"),             # D9: one union per KV head, or one per layer
     "timing": ("same_layer", "prev_layer"),    # D11: own selection, or the previous layer's
-    # DESIGN §2: score before the step's own tokens join the HC table (the core's order), or
+    # docs/design.md: score before the step's own tokens join the HC table (the core's order), or
     # after (the representative keys include them; past counts still weight the scores)
     "order": ("select_first", "cluster_first"),
     "numerics": ("float", "int"),              # float reference, or the hardware-exact mode
@@ -72,7 +72,7 @@ class Config:
     Geometry
         ``n_layers`` layers, ``n_q_heads`` query heads sharing ``n_kv_heads`` KV heads (GQA),
         ``head_dim`` values per head.
-    ReSV (DESIGN.md §3)
+    ReSV (docs/design.md)
         ``n_hp`` hash bits; ``th_hd`` Hamming join threshold (join if distance < th_hd);
         ``window`` W most recently opened clusters compared; ``max_age`` A in steps (``None`` =
         unlimited); ``th_r`` WiCSum ratio; ``buckets`` B of the bucketed walk; ``n_sink`` pinned
@@ -447,6 +447,11 @@ class Config:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+    def digest(self) -> str:
+        """A short content hash of every field: which build a report measured."""
+        import hashlib
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
