@@ -1,31 +1,47 @@
-"""``make demo``: the main job on a trace, in one screen.
+"""``make demo``: the main job on a trace, in one screen and a few minutes.
 
 1. the golden model: every retrieval method on the trace (build/golden/<trace>/);
-2. the Verilog of every block of :data:`rtl.BLOCKS`, linted (build/verilog/);
-3. each block's RTL under Verilator against the golden model, beat for beat, on synthetic
-   streams and the bundled real trace under both presets, with its cycle figures
-   (build/bench/);
-4. synthesis of every block without place and route (build/synth/), the blocks side by side
-   on the machine's cores (:func:`synth.run.synth_many`): the core as its own logic with its
-   blocks as black boxes (ECP5, 7-series and iCE40 only), then the core with its blocks and
-   the DRE's share of it (``make synth`` adds nextpnr's Fmax).
+2. the Verilog of every block of :data:`rtl.BLOCKS`, linted with Verilator ``-Wall``
+   (build/verilog/);
+3. the whole core end to end under Verilator on the bundled trace's first steps, both
+   presets, every hash, cluster, selection, fetch and output row against
+   ``golden.core.run_stream`` (build/demo/core_trace.json);
+4. each block's quick check under Verilator on its default build: its real-trace (or
+   exhaustive) test against the golden model;
 
-Tool output goes to build/logs/; a failing step prints where its log is.
+then one PASS/FAIL table with the simulated cycles. Synthesis and place-and-route are
+``make synth``; the long benches ``make bench``. Tool output goes to build/logs/ and
+build/demo/<block>/; a failing step prints where its log is.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import logging
+import os
 import sys
 import time
 import traceback
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from vrex.emit import load_config
 
 LOGS = Path("build/logs")
+DEMO = Path("build/demo")
+
+# block -> (its testbench's tests to run, by regular expression; what they check)
+QUICK = {
+    "hcu": ("real_trace", "the bundled trace's hashes clustered, both presets"),
+    "wtu": ("real_trace_rows", "the bundled trace's score rows selected, both presets"),
+    "attn": ("real_trace_(hashes|scores|attention)",
+             "the trace's hashing, cluster scoring and light attention, both presets"),
+    "attn_array": ("real_trace_hash_projection", "the trace's hash projection"),
+    "attn_exp": ("every_index_and_shift", "every table index and shift, exhaustively"),
+    "kvmu": ("real_trace", "the trace's stores, candidate lists and fetches, both presets"),
+    "core_regs": ("host_session", "every register against the register map's model"),
+}
+CORE_STEPS = 2
 
 
 @contextlib.contextmanager
@@ -42,7 +58,7 @@ def _step(title: str, log: str, status: dict):
         try:
             with contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
                 yield
-            print(f"done in {time.time() - t0:.0f} s (log: {path})", flush=True)
+            print(f"done in {time.time() - t0:.0f} s", flush=True)
         except Exception:
             f.write(traceback.format_exc())
             status["failed"].append(title)
@@ -51,26 +67,73 @@ def _step(title: str, log: str, status: dict):
             logging.getLogger().removeHandler(handler)
 
 
+def _cycles(build: Path) -> int | None:
+    """Simulated cycles of a cocotb run, from its results.xml."""
+    from verif.lib.cocotb_tb import CLOCK_NS
+    xml = build / "results.xml"
+    if not xml.exists():
+        return None
+    ns = 0.0
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        prop = {p.get("name"): p.get("value") for p in case.iter("property")}
+        ns += float(prop.get("sim_time_stop", 0)) - float(prop.get("sim_time_start", 0))
+    return round(ns / CLOCK_NS)
+
+
+def _check(name: str, cfg, tests: str, extra_env: dict | None = None) -> tuple[bool, str]:
+    """Run block ``name``'s testbench tests ``tests`` under Verilator; (passed, detail)."""
+    from rtl import BLOCKS
+    from verif.lib.runner import failures, run_cocotb
+    build = (DEMO / name).resolve()
+    results = run_cocotb(name, cfg, test_module=BLOCKS[name].verif_module(name, "tb"),
+                         build_dir=build, test_filter=tests, extra_env=extra_env,
+                         check_lint=False)
+    msg = failures(results, build)
+    return not msg, msg or f"{len(results)} test{'s' * (len(results) != 1)}"
+
+
+def _core_trace(cfg, out: Path) -> tuple[bool, list[str]]:
+    """The core on the bundled trace's first steps under both presets; the table's rows."""
+    import json
+    from verif.core.test_verilog import trace_config
+    env = {"VREX_STEPS": str(CORE_STEPS), "VREX_PRESETS": "paper,tuned",
+           "VREX_TRACE_OUT": str(out.resolve())}
+    ok, detail = _check("core", trace_config(attn_b_rows=256, attn_acc_bits=32,
+                                             hcu_contexts=2), "bundled", env)
+    rows = []
+    if out.exists():
+        for preset, r in json.loads(out.read_text()).items():
+            good = sum(x["ok"] for x in r["rows"])
+            rows.append((f"core, `{preset}`", good == len(r["rows"]) and ok,
+                         f"{good} of {r['descriptors']} descriptors bit-exact "
+                         f"(steps 0-{CORE_STEPS - 1} x layers)", r["cycles"]))
+    if not rows:
+        rows.append(("core", False, detail, None))
+    return ok, rows
+
+
 def main(argv=None) -> int:
     from golden.job import format_table, run_job
     from golden.pool import default_jobs
     from golden.trace import load_trace
     from rtl import BLOCKS
-    from synth.run import core_total, synth_many, write_reports
-    from verif.bench import bench_block, benched_blocks, summary
     from vrex.emit import lint, write_verilog
+    from vrex.toolchain import setup_environ
 
-    ap = argparse.ArgumentParser(prog="verif.demo", description=__doc__)
+    ap = argparse.ArgumentParser(prog="verif.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--trace", default="data/carphone_cut.npz")
     ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
     args = ap.parse_args(argv)
+    setup_environ()
     logging.getLogger().setLevel(logging.INFO)
     for h in list(logging.getLogger().handlers):
         logging.getLogger().removeHandler(h)
     cfg = load_config(args.config)
     status = {"failed": []}
+    table = []
+    t_start = time.time()
     print(f"V-Rex RTL demo: trace {args.trace}; build: preset {cfg.preset}, n_hp {cfg.n_hp}, "
-          f"window {cfg.window}, HCU {cfg.hcu_lanes} lanes, WTU {cfg.wtu_lanes} lanes")
+          f"window {cfg.window}, {cfg.attn_n} x {cfg.attn_n} array, Config {cfg.digest()}")
 
     lines = []
     with _step("[1/4] golden model: every retrieval method on the trace", "golden.log", status):
@@ -78,61 +141,49 @@ def main(argv=None) -> int:
         out = Path("build/golden") / trace.name
         s = run_job(trace, out, progress=True, jobs=default_jobs())
         print(format_table(s))
-        lines = format_table(s, matched=False).splitlines() + [
-            f"wrote {out}/summary.json (with the matched-ratio tables: build/logs/golden.log), "
-            f"retrieval.png, pareto.png"]
+        full = format_table(s, matched=False).splitlines()
+        lines = full[:next((i + 1 for i, x in enumerate(full) if x.lstrip().startswith("full")),
+                           len(full))] + [f"wrote {out}/: summary.json, retrieval.png, "
+                                          f"pareto.png (every table: build/logs/golden.log)"]
     print("\n".join(f"  {x}" for x in lines))
 
-    lines = []
-    with _step("[2/4] Verilog, linted with verilator -Wall", "verilog.log", status):
-        for name, cls in BLOCKS.items():
-            path = write_verilog(cls.from_config(cfg), name, "build/verilog")
-            lint(path)
-            sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-            lines.append(f"{path}: {path.stat().st_size} bytes, sha256 {sha}, lint clean")
-    print("\n".join(f"  {x}" for x in lines))
+    with _step("[2/4] Verilog of every block, linted with verilator -Wall", "verilog.log",
+               status):
+        for name, block in BLOCKS.items():
+            lint(write_verilog(block.from_config(cfg), name, "build/verilog"))
+        table.append((f"Verilog of {len(BLOCKS)} blocks", True,
+                      "build/verilog/<block>.v, Verilator -Wall lint clean", None))
+    print(f"  wrote build/verilog/ ({len(BLOCKS)} blocks)")
 
-    print("[3/4] RTL against the golden model under Verilator (every beat compared)")
-    for name in benched_blocks():
-        lines = []
-        with _step(f"  {name}: its benchmark (synthetic inputs and the bundled trace)",
-                   f"rtl_{name}.log", status):
-            r = bench_block(name, cfg, Path("build/bench"))
-            lines = [f"PASS {name}: every output beat equals the golden model's"]
-            lines += summary(name, r) + [f"wrote build/bench/{name}.json"]
-        print("\n".join(f"    {x}" for x in lines))
+    DEMO.mkdir(parents=True, exist_ok=True)
+    with _step(f"[3/4] the core end to end on the trace's first {CORE_STEPS} steps, both "
+               f"presets (Verilator)", "core.log", status):
+        ok, rows = _core_trace(cfg, DEMO / "core_trace.json")
+        table += rows
+        if not ok:
+            raise RuntimeError("the core's run differs from the golden model")
 
-    lines = []
-    with _step("[4/4] synthesis (Yosys generic, ECP5, 7-series, iCE40; no place and route)",
-               "synth.log", status):
-        def done(name, r):
-            cells = "no generic count" if r["cells"] is None else f"{r['cells']} generic cells"
-            lines.append(f"{name}: {cells} + {r['memory_bits']} memory "
-                         f"bits; ECP5 {r['ecp5']['lut4']} LUT4, {r['ecp5']['ff']} FF, "
-                         f"{r['ecp5']['bram']} BRAM, {r['ecp5']['dsp']} DSP; iCE40 "
-                         f"{r['ice40']['lc']} LC")
-            print(lines[-1], flush=True)
-            print(name, end=" ", file=sys.__stdout__, flush=True)     # progress on the screen
+    print("[4/4] each block's quick check against the golden model (Verilator)")
+    for name, (tests, what) in QUICK.items():
+        with _step(f"  {name}: {what}", f"quick_{name}.log", status):
+            ok, detail = _check(name, cfg, tests)
+            table.append((name, ok, f"{what} ({detail})", _cycles(DEMO / name)))
+            if not ok:
+                raise RuntimeError(detail)
 
-        # the core's own logic with its blocks as black boxes (FPGA flows only); the blocks
-        # side by side, one a core, the longest first
-        report = synth_many(list(BLOCKS), cfg, "build/synth", pnr=False,
-                            jobs=default_jobs(), done=done)
-        write_reports(report, "build/synth", cfg)
-        if total := core_total(report):
-            e, sh = total["ecp5"], total["dre_share"]
-            lines.append(f"the core with its blocks: ECP5 {e['lut4']} LUT4, {e['ff']} FF, "
-                         f"{e['bram']} BRAM, {e['dsp']} DSP; the DRE (HCU + WTU + KVMU) is "
-                         f"{100 * sh['lut4']:.1f}% of the LUT4, {100 * sh['ff']:.1f}% of the FF, "
-                         f"{100 * sh['bram']:.1f}% of the BRAM, {100 * sh['dsp']:.1f}% of the DSP")
-        lines.append("wrote build/synth/report.md (make synth adds nextpnr's Fmax)")
-    print("\n".join(f"  {x}" for x in lines))
-
+    print()
+    print("| check | result | what | simulated cycles |")
+    print("|---|---|---|---|")
+    for name, ok, what, cyc in table:
+        print(f"| {name} | {'PASS' if ok else 'FAIL'} | {what} | "
+              f"{'' if cyc is None else f'{cyc:,}'.replace(',', ' ')} |")
+    print(f"\nreports: build/golden/, build/verilog/, build/demo/; logs: {LOGS}/; "
+          f"{time.time() - t_start:.0f} s")
+    print("synthesis and place-and-route: make synth; the blocks' long benches: make bench")
     if status["failed"]:
         print(f"FAILED: {len(status['failed'])} step(s); logs in {LOGS}/")
         return 1
-    print(f"all steps passed; reports in build/golden, build/verilog, build/bench, "
-          f"build/synth; logs in {LOGS}/")
+    print("PASS: every step")
     return 0
 
 
