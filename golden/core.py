@@ -1,5 +1,5 @@
 """Golden model of the core's front end: which descriptors it refuses, and with which error
-code (vrex/regmap.py's ``ERRORS``; DESIGN.md §2, issue 10's bad-input list).
+code (vrex/regmap.py's ``ERRORS``; docs/design.md).
 
 A descriptor (``vrex.regmap.decode_descriptor``) names one layer of one step and the memory
 it reads and writes. The core checks it before running it, in this order, and refuses it with

@@ -224,8 +224,7 @@ def _chunked(at: dict, chunks, last: int, S: int, rows: int, g: dict, lat: int) 
     core sends them), the core's work and a memory round trip a command, a fetch command per
     selected cluster a pass and tile. The engine's formula takes a word of B a cycle: the
     bus delivers that when it is at least as wide as the array (``rtl/core/dma.py: Repack``
-    splits a bus word without a gap since session 27; before, a cycle's gap a bus word cost
-    the default build a third of B's rate); a narrower bus delivers ``bus / n`` of a word a
+    splits a bus word without a gap); a narrower bus delivers ``bus / n`` of a word a
     cycle, added here to the engine's cycles as it comes (no fitted run has such a bus)."""
     n, d, bus = g["n"], g["d"], g["bus"]
     lengths = list(chunks) + [last]

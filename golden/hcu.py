@@ -1,4 +1,4 @@
-"""Block-level golden model of the hash-cluster unit (HCU), DESIGN.md D3 and D4.
+"""Block-level golden model of the hash-cluster unit (HCU), docs/design.md D3 and D4.
 
 What the RTL's output stream carries, token by token: the clustering decision of
 :class:`golden.resv.HashClusterer` (one clusterer per layer context), plus the block's own

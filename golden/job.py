@@ -28,7 +28,7 @@ TH_RS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9]
 SWEEPS = {
     "resv": TH_RS,                                          # Th_r
     "resv_tuned": TH_RS,
-    "resv_cf": TH_RS,                                       # DESIGN §2's order
+    "resv_cf": TH_RS,                                       # the design's (docs/design.md) order
     "resv_tuned_cf": TH_RS,
     "resv_noclust": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],  # Th_r
     "oracle_topk": FRACTIONS,
@@ -47,7 +47,7 @@ METHODS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf", "resv_noclust",
 PRESETS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf")
 SEEDS = 3                 # hyperplane seeds per preset at the default Th_r (the first is hp_seed)
 BASELINES = ("resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
-QUEST_PAGE = 16           # the KV layout's block (DESIGN D12)
+QUEST_PAGE = 16           # the KV layout's block (design decision D12)
 INFINIGEN_DIMS = 0.25     # share of the dimensions InfiniGen-style speculation scores with
 
 
@@ -314,7 +314,7 @@ def matched_ratio(pareto: dict) -> dict:
                 continue
             r0 = mine["retrieval_ratio"]
             row = {"resv": {k: mine[k] for k in ("retrieval_ratio",) + MATCH_FIELDS}}
-            # DESIGN §2's order against the core's, at the same ratio
+            # the design's (docs/design.md) order against the core's, at the same ratio
             # and the integer mode against its float reference's curve (exact WiCSum)
             other = {"resv_cf": "resv", "resv_tuned_cf": "resv_tuned"}.get(preset)
             extra = {"select_first": other} if other else {}

@@ -1,4 +1,4 @@
-"""Metrics of a selection against full attention (DESIGN.md D10), every method in one pass.
+"""Metrics of a selection against full attention (docs/design.md D10), every method in one pass.
 
 For each (layer, step, KV head) the full causal attention of the step's query rows (the query
 heads of the KV group times the step's tokens) is computed once in float64 over the trace's

@@ -1,4 +1,4 @@
-"""ReSV over a streaming trace: hash, cluster, score, select (DESIGN.md §3, D1-D11).
+"""ReSV over a streaming trace: hash, cluster, score, select (docs/design.md, D1-D11).
 
 :class:`HashClusterer` is the golden model of the HCU (D3, D4). :func:`run_resv` drives one
 :class:`ResvLayer` per layer through the steps in streaming order (steps outer, layers inner)
@@ -8,10 +8,10 @@ Order inside one (layer, step): candidates are the clusters holding at least one
 (D6), scored with the representative and count of their *past* members (the HC table as it
 stood at the start of the step); then the step's own tokens are hashed and clustered, and the
 table is updated. The selection never depends on the step's own clustering, so the hardware
-may cluster first (DESIGN.md §2) as long as scoring reads the committed sums and counts; the
+may cluster first (docs/design.md) as long as scoring reads the committed sums and counts; the
 core does exactly this (``order = "select_first"``). With ``order = "cluster_first"`` the step's
 own tokens are clustered first and the representative keys are the means over all members,
-the step's own included (DESIGN.md §2 read literally); the candidates and the scores' weights
+the step's own included (docs/design.md read literally); the candidates and the scores' weights
 are still the clusters' past members (D6: the tokens a fetch would move).
 """
 

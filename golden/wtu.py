@@ -1,4 +1,4 @@
-"""Block-level golden model of the WiCSum threshold unit (WTU), DESIGN.md D8 and D9.
+"""Block-level golden model of the WiCSum threshold unit (WTU), docs/design.md D8 and D9.
 
 Input: rows (one per query row of a KV head's group), each a list of candidates (integer
 score, weight, count), grouped into heads. Per row the bucketed WiCSum of

@@ -57,28 +57,25 @@ BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yo
 
 
 PNR_TIMEOUT = 1800      # seconds nextpnr may take on one block before its Fmax is "not reached"
-# blocks given longer: the attention engine's run took about 1 450 s in session 23 (placement
-# 283 s, routing 1 166 s) on the faster of the machines this project has run on
-# (session 49: seed 3 with the engine's placer options below took about 50 minutes beside
-# other runs)
+# blocks given longer: the attention engine's placement and routing takes 20-50 minutes a
+# seed on a 2-core machine with its placer's options below
 PNR_TIMEOUTS = {"attn": 5400}
 # nextpnr's clock target per block (MHz; timing-driven placement aims at it) and the placement
 # seeds each block is placed and routed with (the report gives every seed's Fmax and their
-# minimum): the retrieval engine's blocks are held to 125 MHz over three seeds (issue 12)
+# minimum): the retrieval engine's blocks are held to 125 MHz over three seeds
 PNR_TARGET = {"hcu": 125, "wtu": 125}
 PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3), "attn": (1, 2, 3)}
 # nextpnr options per block beyond the flow's own: the attention engine's analytical placer
-# weighs timing three times its default (10), which pulls the engine's long routes in (its
-# limits since session 41 were routes of 4-6 ns between a register and its loads, a
-# different family on each seed): session 49, the same netlist (46275f3's) on seed 1 92.92
-# -> 99.25 MHz (6 -> 2 endpoints failing at 100 MHz), on seed 2 93.00 -> 99.64 (56 -> 1)
+# weighs timing three times its default (10), which pulls in its long routes (its limits are
+# routes of 4-6 ns between a register and its loads, a different family on each seed; on one
+# netlist this took seed 1 from 92.9 to 99.3 MHz and seed 2 from 93.0 to 99.6)
 PNR_ARGS: dict[str, tuple[str, ...]] = {"attn": ("--placer-heap-timingweight", "30")}
 # blocks whose block RAMs' output registers move into the RAMs before nextpnr
 # (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
 # them); ``--bram-outreg`` does it for every block. The HCU: its RAMs' 1 024 output bits
-# (docs/hcu.md, sessions 18 and 21); the WTU: the walk's registered read of the row memory,
-# 880 bits (docs/wtu.md, session 34); the attention engine: its feeder's second stage, the
-# operand RAMs' words registered under the feeder's enable (docs/attn.md, session 41)
+# (docs/hcu.md); the WTU: the walk's registered read of the row memory, 880 bits
+# (docs/wtu.md); the attention engine: its feeder's second stage, the operand RAMs' words
+# registered under the feeder's enable (docs/attn.md)
 BRAM_OUTREG: set[str] = {"hcu", "wtu", "attn"}
 # of those, the blocks whose registers with a clock enable move too (the RAM's output clock
 # enable): the attention engine's feeder, whose stages hold under the array's back-pressure
@@ -86,28 +83,21 @@ BRAM_OUTREG_ENABLED: set[str] = {"attn"}
 # blocks whose multipliers' operand and product registers move into the MULT18X18Ds before
 # nextpnr (synth/dsp_regs.py; Yosys's ECP5 mapping leaves them in the fabric, where vendor
 # flows absorb them): the WTU's 16 lane products (operands and products) and its threshold's
-# three partial products (products only), 1 118 flip-flops (docs/wtu.md, session 39); the
-# attention array's cell products (products only: a cell's operands also go on to the next
-# cell), in the engine and alone (docs/attn.md, session 41); the exp unit's two partial
-# products a lane (session 42), in the engine and alone
+# three partial products (products only), 1 118 flip-flops; the attention array's cell
+# products (products only: a cell's operands also go on to the next cell), in the engine and
+# alone; the exp unit's two partial products a lane, in the engine and alone
 DSP_REGS: set[str] = {"wtu", "attn", "attn_array", "attn_exp"}
-# blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): the
-# KVMU, whose router did not converge on seeds 1 and 3 with its 5 555-load reset in the
-# fabric, the HCU, whose seed 1 did not converge with its RAMs' output registers moved
-# (session 18) and routes with the reset on the global (docs/hcu.md, session 21); the
-# attention engine, which never finished routing with its 15 076-load reset in the fabric and
-# routes with it on the global (12 minutes of routing in session 22, 19 in session 23); its
-# array (routed in 95 s at 94.22 MHz with it, session 23); the WTU, whose router left
-# hundreds of connections unrouted after 20-30 minutes on most seeds of sessions 35-37 with
-# its 10 484-load reset in the fabric and routes in about 2.5 minutes with it on the global
-# (session 37, docs/wtu.md)
+# blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): a
+# reset of thousands of loads in the fabric (the KVMU's 5 555, the WTU's 10 484, the
+# engine's 15 076) congests routing until the router does not converge; on the global network
+# each of these routes in minutes
 GLOBAL_RESET: set[str] = {"kvmu", "hcu", "wtu", "attn", "attn_array"}
 # the core's submodules that are blocks of their own (core submodule -> block name)
 CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
 DRE = ("hcu", "wtu", "kvmu")
-# the blocks' synthesis times without place and route (seconds, default Config, session 20,
-# two at a time on two cores): core 790, attn 689, attn_exp 400, wtu 370, attn_array 223,
-# core_regs 182, kvmu 175, hcu 124. :func:`synth_many` starts the longest first so that its
+# the blocks' synthesis times without place and route, longest first (default Config, two at
+# a time on two cores: core about 13 minutes, attn 11, attn_exp 7, wtu 6, attn_array 4,
+# core_regs 3, kvmu 3, hcu 2): :func:`synth_many` starts the longest first so that its
 # workers end close together
 LONGEST_FIRST = ("core", "attn", "attn_exp", "wtu", "attn_array", "core_regs", "kvmu", "hcu")
 

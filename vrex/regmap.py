@@ -7,7 +7,7 @@ checked-in docs table is the generated one and that the header compiles.
 
 Registers are 32 bits at 4-byte-aligned byte offsets in a 4 KB window. Access: ``RO`` read
 only, ``RW`` read/write, ``WO`` write only, ``W1C`` write one to clear, ``W1S`` write one to
-start (reads 0). A command is one descriptor = one layer of one step (DESIGN.md §2), written
+start (reads 0). A command is one descriptor = one layer of one step (docs/design.md), written
 as ``DESC_WORDS`` words to ``DESC_DATA`` in order; the last word queues it.
 """
 from __future__ import annotations

@@ -443,11 +443,9 @@ class AttentionEngine(wiring.Component):
         # ``cur`` in CHECK, compares and all, into its move and the streams' ready; then on
         # the payload into one register, the compares and their combination in a row: for
         # the clock)
-        # (since session 43 each check is whole in its register, its compares and the kind
-        # flags it applies to, so that CHECK is an OR of registers: the combination with the
-        # kind flags in CHECK had been the critical path of seed 1; since session 45 the
-        # size checks in two registers, so that CHECK's OR is one LUT: the OR of eleven
-        # registers, mapped as a chain of four LUTs, had been the limit of seed 2)
+        # (each check is whole in its register, its compares and the kind flags it applies
+        # to, so that CHECK is an OR of registers; the size checks are in two registers, so
+        # that CHECK's OR is one LUT rather than a chain of four: for the clock)
         chunked_p = p.part != Part.WHOLE
         raw = dict(
             k_zero=p.k == 0,
@@ -1105,8 +1103,8 @@ class AttentionEngine(wiring.Component):
         # for each share of its loads (``TAKES``: the halves' flags, the score RAM's write
         # and the maxima, the ring, the row limit), each a LUT of copies of its four
         # registers (the array's valid flag, the scoring flag, the real flag and the
-        # half-free flag, loaded with their next values): one take had been routed 3.7 ns
-        # and 3.8 ns on to its loads (seed 1 of session 47's c26: for the clock)
+        # half-free flag, loaded with their next values): one take's loads spread too far
+        # for the clock
         takes, writes = {}, {}
         sc = dict(zip(TAKES, copies(m, x.scoring_next & ~x.out_pv_next, len(TAKES),
                                     "score_side")))
@@ -1137,8 +1135,8 @@ class AttentionEngine(wiring.Component):
         lim_lt = Signal(name="score_lim_lt")
         base_lt = Signal(name="score_lim_base_lt")
         # the row's limit itself, ``causal & lim_lt ? lim_raw : l``, in a register too, set
-        # from the next values (since session 43: the multiplexers from the command's flag
-        # had sat in front of the masks' compares)
+        # from the next values (so that no multiplexer from the command's flag sits in front
+        # of the masks' compares)
         lim_new = Signal(signed(SPAN_BITS + 2), name="score_lim_new")
         lim_raw_n = Signal(signed(SPAN_BITS + 2))
         lim_lt_n = Signal()
@@ -1277,9 +1275,8 @@ class AttentionEngine(wiring.Component):
         pj, ptile = pjc.pos, ptc.pos
         row_last = pjc.at["lt"]
         # the row in the tile (pr) is its tile's last: row n - 1, or in the last tile row
-        # (m - 1) mod n; pr counts with both compares' flags in registers (the compares had
-        # sat in front of ``wrap`` and through it the halves' flags: seed 1 of session 47's
-        # c27, for the clock)
+        # (m - 1) mod n; pr counts with both compares' flags in registers (so that no compare
+        # sits in front of ``wrap`` and through it the halves' flags: for the clock)
         pr_last = Signal(name="score_rd_row_last")
         if n > 1:
             prc = stepped_counter(m, "score_rd_row", exact_log2(n),
@@ -1291,8 +1288,8 @@ class AttentionEngine(wiring.Component):
             pr = Const(0, 1)
             m.d.comb += pr_last.eq(1)
         # (ph, pr) one-hot, a bit a row of each half: the rows' maxima and limits are picked
-        # by an AND-OR of these (the multiplexer by pr, a counter with many other loads, had
-        # been the limit of seed 2 of session 45's main: for the clock)
+        # by an AND-OR of these (a multiplexer by pr, a counter with many other loads, is too
+        # slow for the clock)
         rsel = [[Signal(name=f"score_rd_sel_{h}_{r}", init=int(h == 0 and r == 0))
                  for r in range(n)] for h in range(2)]
         f1_valid = Signal()
@@ -1543,8 +1540,8 @@ class AttentionEngine(wiring.Component):
         # and the queue's head had fed P's write data). Nothing reads a denominator that
         # early: P·V starts once the tile's P is written, and its rows reach the dividers
         # >= 2n + 2 cycles later. The tree has a row of registers after its first level too
-        # (pairs summed: the tree from pw's registers, beside P's RAMs, had been routed
-        # 4.4 ns into its adders, the limit of seed 2 in session 45); the sum is in its row's
+        # (pairs summed: the tree from pw's registers, beside P's RAMs, routes too far into
+        # its adders otherwise); the sum is in its row's
         # denominator three cycles after pw.
         pw_put, pw_first, pw_row, pw_half, pw_word, pw_tile_last, *pw = register(
             m, [put, ot.first & ~carry, ot.row, ot.half, ot.word, ot.tile_last, *w], "pw")

@@ -1,5 +1,5 @@
 """DRE hash-cluster unit (HCU): Hamming clustering of new-token hashes, bit-exact with the
-golden block model (``golden.hcu.hcu_reference``, DESIGN.md D3 and D4)."""
+golden block model (``golden.hcu.hcu_reference``, docs/design.md D3 and D4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DRE WiCSum threshold unit (WTU): bucketed early-exit selection, bit-exact with the golden
-model (``golden.wtu.wtu_reference``, DESIGN.md D8 and D9)."""
+model (``golden.wtu.wtu_reference``, docs/design.md D8 and D9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The KV memory manager (KVMU, DESIGN.md D12): cluster-contiguous KV blocks in a near and a
+"""The KV memory manager (KVMU, docs/design.md D12): cluster-contiguous KV blocks in a near and a
 far tier behind one AXI4 master, block tables per cluster, prefetch of selected clusters with
 stale-fetch drop; address-exact with ``golden.kvmu.KvMemory``."""
 

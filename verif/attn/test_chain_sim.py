@@ -41,7 +41,7 @@ class HashChain(wiring.Component):
         return m
 
 
-# `tuned` in make soak (since session 32: 45 s; the core's tiers hash the trace under it)
+# `tuned` in make soak (the core's tiers hash the trace under it)
 @pytest.mark.parametrize("preset", ["paper", pytest.param("tuned", marks=pytest.mark.soak)])
 def test_engine_hashes_cluster_as_the_golden_model(preset):
     cfg = Config(n_layers=1)

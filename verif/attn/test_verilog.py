@@ -23,7 +23,7 @@ EXP_POINTS = {"default": Config(), "f6_w12": Config(exp_frac_bits=6, weight_bits
 SHORT = {"n4_k192_b128", "n16_w8"}
 
 
-# n16_w8 in make soak (since session 32: 3 minutes, most of it Verilator building 256 cells;
+# n16_w8 in make soak (3 minutes, most of it Verilator building 256 cells;
 # the Amaranth tier runs the engine with WTU beats narrower than n at n = 4 and 8)
 @pytest.mark.parametrize("point", build_points(ENGINE_POINTS, soak={"n16_w8"}))
 def test_engine_verilog(point):

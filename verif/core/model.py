@@ -196,7 +196,7 @@ def bad_descriptors(rng, cfg, io_base, io_size, version):
 
 
 def scenario(cfg, seed: int = 0):
-    """A host session: reset values; every RW register written with random strobes and
+    """A host's run of the register file: reset values; every RW register written with random strobes and
     read back; unmapped and read-only writes; the window set; good and bad descriptors,
     errors cleared; the queue filled past its depth; pops; done and error reports;
     interrupts enabled, raised and cleared; a soft reset. Returns the actions."""

@@ -32,7 +32,7 @@ def _runs(strb):
 
 @cocotb.test()
 async def host_session(dut):
-    """One session under random pauses on every channel (the crossings run in the fast
+    """The host's run under random pauses on every channel (the crossings run in the fast
     tier; one AxiLiteMaster a simulation)."""
     cross = "both"
     cfg = tb_config()

@@ -178,7 +178,7 @@ def test_core_fetch_read_error(b_rows, answers, latency, pauses):
 
 @pytest.mark.parametrize("layers, kv_heads, contexts, bus, n_hp, latency, pauses", [
     # two layers' windows through one context (make soak; the next point does the same on
-    # an 8-byte bus, also in make soak since session 32: the Verilog tier's
+    # an 8-byte bus, also in make soak: the Verilog tier's
     # synth_tuned_bus8_n4_w3_b32 point moves windows through an 8-byte bus in make test)
     pytest.param(2, 1, 1, 16, 32, 0, 0.0, marks=pytest.mark.soak),
     pytest.param(2, 1, 1, 8, 64, 3, 0.0, marks=pytest.mark.soak),  # 16-byte words, 8-byte bus

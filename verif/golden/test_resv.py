@@ -156,7 +156,7 @@ def test_representative_is_rounded_mean(syn):
 @pytest.mark.parametrize("order", ["select_first", "cluster_first"])
 def test_scoring_order(syn, order):
     """Select first (the core's order): the representative keys are the means of the past
-    members. Cluster first (DESIGN §2 read literally): the means over every member so far,
+    members. Cluster first (docs/design.md read literally): the means over every member so far,
     the step's own included. Either way the candidates are the clusters with past members
     and the scores' weights count only those."""
     tr, qt = syn
@@ -246,7 +246,7 @@ def test_errors(syn):
 
 
 def test_tuned_clusters_same_patch_across_frames(bundled, bundled_q):
-    """DESIGN.md D1 on real data: only centred pre-RoPE hashes follow a patch across frames."""
+    """docs/design.md D1 on real data: only centred pre-RoPE hashes follow a patch across frames."""
     share = {}
     for preset in ("paper", "tuned"):
         r = run_resv(bundled, bundled_q, Config.from_preset(preset, **bundled.geometry()), [0.3])

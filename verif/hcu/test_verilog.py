@@ -29,7 +29,7 @@ def test_emission_is_deterministic(tmp_path):
 FILTERS = {"l4_w1024_h32": r"^(?!.*directed_cases/crossing=(none|idle|backpressure|periodic))"}
 
 
-# l16_w64_h64 in make soak (since session 32: 44 s; 16 lanes stay here at l16_w16_h32_c3, 64
+# l16_w64_h64 in make soak (44 s; 16 lanes stay here at l16_w16_h32_c3, 64
 # planes in the Amaranth tier)
 @pytest.mark.parametrize("point", build_points(POINTS, soak={"l16_w64_h64"}))
 def test_hcu_verilog(point):

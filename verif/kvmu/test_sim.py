@@ -247,7 +247,7 @@ def test_clear():
     run_sim(cfg, regs, ops + [("clear",)] + ops2, rows, cross="both", seed=4)
 
 
-# both in make soak (`paper` since session 32): the Verilog tier's default point runs the
+# both in make soak: the Verilog tier's default point runs the
 # trace's first four steps under both presets, spilling, under pauses (verif/kvmu/tb.py:
 # real_trace)
 @pytest.mark.soak
