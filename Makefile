@@ -54,6 +54,7 @@ demo: $(STAMP)
 
 golden: $(STAMP)
 	$(PY) -m golden.cli --trace $(TRACE)
+	$(PY) -m vrex.figures update --golden build/golden/$(basename $(notdir $(TRACE)))/summary.json
 
 verilog: $(STAMP)
 	$(PY) -m vrex.emit --lint $(if $(CONFIG),--config $(CONFIG))

@@ -71,12 +71,18 @@ def dump(snap: dict, path: Path = SNAPSHOT) -> None:
     Path(path).write_text(json.dumps(snap, indent=1, sort_keys=True) + "\n")
 
 
+MEASURED_PATHS = ("golden", "rtl", "synth", "verif", "data", "pyproject.toml", "vrex/config.py",
+                  "vrex/rules.py", "vrex/emit.py", "vrex/regmap.py", "vrex/lint.vlt")
+
+
 def _commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        # uncommitted changes to what is measured (the docs and this renderer aside)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                *MEASURED_PATHS], cwd=ROOT, capture_output=True,
+                               text=True).stdout.strip()
         return out + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -183,8 +189,23 @@ def synth_values(r: dict) -> tuple[dict, dict | None]:
                    "fmax_by_seed": e["fmax_by_seed"]}
 
 
+MATCHED = ("resv", "resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
+
+
+def golden_values(summary: dict) -> dict:
+    """The golden job's matched table: per stage, ``resv``'s ratio, and every method's
+    relative L2 error and prediction cost (share of past keys) at that ratio."""
+    out = {"tokens": summary["tokens"], "layers": len(summary["layers"])}
+    for stage, by in summary["matched"].items():
+        m = by["resv"]
+        out[stage] = {"ratio": round(m["resv"]["retrieval_ratio"], 4),
+                      **{k: [round(m[k]["output_rel_l2"], 4), round(m[k]["key_share"], 4)]
+                         for k in MATCHED if k in m}}
+    return out
+
+
 def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | None = None,
-           cycles: Path | None = None) -> list[str]:
+           cycles: Path | None = None, golden: list | None = None) -> list[str]:
     """Take the figures out of the reports that exist into ``snap``; the keys updated."""
     done = []
     entries = snap.setdefault("entries", {})
@@ -208,6 +229,15 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
                 entries[f"pnr/{block}"] = _entry("build/synth/report.json", rep["config"],
                                                  clock, rep.get("tools"))
                 done.append(f"pnr/{block}")
+    for g in golden or ():
+        if Path(g).exists():
+            summ = json.loads(Path(g).read_text())
+            key = f"golden/{summ['trace']}"
+            entries[key] = _entry(f"build/golden/{summ['trace']}/summary.json",
+                                  summ["configs"].get("resv") if isinstance(
+                                      summ.get("configs"), dict) else None,
+                                  golden_values(summ))
+            done.append(key)
     if cycles is not None and Path(cycles).exists():
         c = json.loads(Path(cycles).read_text())
         entries["cycles/model"] = _entry(str(cycles), None, cycles_values(c))
@@ -283,6 +313,25 @@ def cycles_measured(snap: dict) -> list[str]:
                 "| " + " | ".join(errs) + " |", "|" + "---|" * len(errs),
                 "| " + " | ".join(f"{v:+.2f}" for v in errs.values()) + " |"]
     return out or ["(the cycle model is not in the snapshot)"]
+
+
+def methods_matched(snap: dict) -> list[str]:
+    """Every traced golden job's matched table: relative L2 error (prediction cost)."""
+    keys = sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
+                  key=lambda k: (k != "golden/carphone_cut", k))
+    out = ["| trace | stage | ratio | " + " | ".join(MATCHED) + " |",
+           "|---|---|---|" + "---|" * len(MATCHED)]
+    for k in keys:
+        v = snap["entries"][k]["values"]
+        for i, stage in enumerate(("frame", "text")):
+            if stage not in v:
+                continue
+            cells = [f"{v[stage][m][0]:.3f} ({100 * v[stage][m][1]:.1f}%)" if m in v[stage]
+                     else "–" for m in MATCHED]
+            name = f"`{k.split('/', 1)[1]}` ({v['tokens']} tokens)" if i == 0 else ""
+            out.append(f"| {name} | {stage} | {100 * v[stage]['ratio']:.1f}% | "
+                       + " | ".join(cells) + " |")
+    return out
 
 
 def paper_setting(snap: dict) -> list[str]:
@@ -377,6 +426,7 @@ def regions(snap: dict) -> dict:
     """Every region's name and its lines."""
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
+         "methods-matched": methods_matched(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap)}
     for block, *_ in BLOCK_ROWS:
         r[f"{block}-measured"] = block_measured(snap, block)
@@ -430,12 +480,15 @@ def main(argv=None) -> int:
     u.add_argument("--bench", type=Path, help="a folder of <block>.json bench reports")
     u.add_argument("--synth", type=Path, help="synth.run's report.json")
     u.add_argument("--cycles", type=Path, help="the cycle model's cycles.json")
+    u.add_argument("--golden", type=Path, action="append",
+                   help="a golden job's summary.json (repeatable)")
     sub.add_parser("render", help="rewrite the Markdown's figures regions from the snapshot")
     sub.add_parser("check", help="exit 1 if a figures region differs from the snapshot")
     args = ap.parse_args(argv)
     if args.cmd == "update":
         snap = load()
-        done = update(snap, bench_dir=args.bench, synth_report=args.synth, cycles=args.cycles)
+        done = update(snap, bench_dir=args.bench, synth_report=args.synth, cycles=args.cycles,
+                      golden=args.golden)
         dump(snap)
         print(f"docs/figures.json: {', '.join(done) or 'nothing found to update'}")
         changed = render(snap)

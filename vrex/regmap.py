@@ -283,7 +283,7 @@ def markdown(blocks: dict) -> str:
     out = ["# The V-Rex core's registers and descriptor", "",
            "Generated from `vrex/regmap.py` (`python -m vrex.regmap > docs/registers.md`);"
            " the C header for host software is `build/verilog/vrex_regs.h` (`make verilog`). "
-           "The core itself is not built yet (issue 10): this is the interface it implements.",
+           "The core (`rtl/core/`, [core.md](core.md)) implements it.",
            "", "## Registers (AXI4-Lite, 32-bit, byte offsets)", "",
            "| offset | name | access | reset | fields / meaning |", "|---|---|---|---|---|"]
     for r in register_map(blocks):

@@ -5,7 +5,7 @@ types, reset values, the first-error rule, the interrupt causes) and the descrip
 An action is one of
     ``("write", offset, data, strb)``: an AXI4-Lite write (the response is checked);
     ``("read", offset)``: an AXI4-Lite read (data and response checked);
-    ``("desc", fields)``: the 16 words of a descriptor written to DESC_DATA;
+    ``("desc", fields)``: the ``DESC_WORDS`` (21) words of a descriptor written to DESC_DATA;
     ``("pop", n)``: the sequencer takes n descriptors from ``o_desc`` (checked word for word);
     ``("done", version)``: the sequencer reports a descriptor completed;
     ``("error", code, addr, version)``: the sequencer reports an error.
