@@ -33,8 +33,8 @@ def test_every_page_is_short():
 
 
 def test_no_history_markers():
-    """Comments and docs say what is; when it changed is in git. (pytest's session scope is
-    the one use of the word.)"""
+    """Comments and docs say what is; when it changed is in git. (pytest's fixture scope of
+    that name is the one use of the word.)"""
     bad = []
     for rel in _tracked():
         if rel.endswith((".npz", ".png")):
