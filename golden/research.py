@@ -1,4 +1,4 @@
-"""Issue 11, item 7: what closes ReSV's gap to the oracle at its prediction cost?
+"""What closes ReSV's gap to the oracle at its prediction cost?
 
 ``python -m golden.research [--trace T ...]`` (``make research``) runs, per trace and preset,
 ReSV and three variants over the Th_r sweep, and compares them in the frame stage at ReSV's

@@ -1,4 +1,4 @@
-"""The research variants of golden/research.py (issue 11, item 7): cluster caps, the
+"""The research variants of golden/research.py: cluster caps, the
 two-stage selection and the report's shape, on a small synthetic trace."""
 import numpy as np
 import pytest
