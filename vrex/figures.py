@@ -229,6 +229,14 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
                 entries[f"pnr/{block}"] = _entry("build/synth/report.json", rep["config"],
                                                  clock, rep.get("tools"))
                 done.append(f"pnr/{block}")
+    if synth_report is not None and Path(synth_report).exists():
+        rep = json.loads(Path(synth_report).read_text())
+        if t := rep.get("core_total"):
+            entries["synth/core_total"] = _entry("build/synth/report.json", rep["config"], {
+                "lut4": t["ecp5"]["lut4"], "ff": t["ecp5"]["ff"], "bram": t["ecp5"]["bram"],
+                "dsp": t["ecp5"]["dsp"], "xc7_lut": t["xc7"]["lut"],
+                "dre_share_lut4": round(t["dre_share"]["lut4"], 4)}, rep.get("tools"))
+            done.append("synth/core_total")
     for g in golden or ():
         if Path(g).exists():
             summ = json.loads(Path(g).read_text())
@@ -280,22 +288,62 @@ def readme_blocks(snap: dict) -> list[str]:
     return out
 
 
+UNITS = {"lut4": "ECP5 LUT4", "ff": "ECP5 flip-flops", "bram": "ECP5 DP16KD",
+         "dsp": "ECP5 MULT18X18D", "xc7_lut": "7-series LUT", "xc7_ff": "7-series flip-flops",
+         "ice40_lc": "iCE40 logic cells"}
+
+
+def _label(key: str) -> str:
+    if key in UNITS:
+        return UNITS[key]
+    words = re.sub(r"_lat(\d+)$", r" at \1 cycles of latency", key)
+    words = re.sub(r"_(paper|tuned)$", r" (`\1`)", words)
+    return words.replace("_", " ")
+
+
+def _value(key: str, val) -> str:
+    if isinstance(val, float) and ("utilisation" in key or "share" in key):
+        return f"{val:.2%}" if val > 0.999 else f"{val:.1%}"
+    if isinstance(val, float):
+        return f"{val:.2f}"
+    if isinstance(val, dict):
+        return ", ".join(f"{k} {v:.1%}" if isinstance(v, float) else f"{k} {v}"
+                         for k, v in val.items())
+    return _n(val)
+
+
+# the LFE5U-85F (the flow's ECP5 device): its LUT4s, DP16KD block RAMs and 18 x 18 multipliers
+ECP5_85F = {"lut4": 83640, "bram": 208, "dsp": 156}
+
+
+def core_total(snap: dict) -> list[str]:
+    t = _v(snap, "synth/core_total")
+    if not t:
+        return ["(the core's total is not in the snapshot)"]
+    use = lambda k: f"{t[k] / ECP5_85F[k]:.0%}"
+    return [f"The core with its blocks: {_n(t['lut4'])} LUT4, {_n(t['ff'])} FF, "
+            f"{_n(t['bram'])} DP16KD, {_n(t['dsp'])} MULT18 ({use('lut4')}, {use('bram')} and "
+            f"{use('dsp')} of an LFE5U-85F's LUT4s,",
+            f"block RAMs and multipliers); the DRE (HCU, WTU, KVMU) is "
+            f"{t['dre_share_lut4']:.1%} of the LUT4s."]
+
+
 def block_measured(snap: dict, block: str) -> list[str]:
     """A block's "Measured" table: every figure of its entries, with where it came from."""
-    out = ["| figure | value | measured at | by |", "|---|---|---|---|"]
-    for kind in ("bench", "synth", "pnr"):
+    out = ["| figure | value | measured at | from |", "|---|---|---|---|"]
+    for kind in ("bench", "synth"):
         e = snap.get("entries", {}).get(f"{kind}/{block}")
-        if not e:
-            continue
-        for k, val in e["values"].items():
-            if isinstance(val, dict):
-                val = " / ".join(f"{v}" for v in val.values()) + " (seeds " + \
-                    ", ".join(val) + ")"
-            elif isinstance(val, float):
-                val = f"{val:.4g}"
-            else:
-                val = _n(val)
-            out.append(f"| {kind}: `{k}` | {val} | `{e['commit']}` | `{e['source']}` |")
+        for k, val in (e or {}).get("values", {}).items():
+            out.append(f"| {_label(k)} | {_value(k, val)} | `{e['commit']}` | "
+                       f"`{e['source'].split(' ')[0]}` |")
+    e = snap.get("entries", {}).get(f"pnr/{block}")
+    if e:
+        v = e["values"]
+        seeds = v["fmax_by_seed"]
+        out.append(f"| ECP5 Fmax, lowest seed (target {v['target_mhz']} MHz) | "
+                   f"**{v['fmax_mhz']:.2f} MHz** (seed{'s' * (len(seeds) > 1)} "
+                   f"{', '.join(seeds)}: {' / '.join(f'{x:.2f}' for x in seeds.values())}) | "
+                   f"`{e['commit']}` | nextpnr-ecp5 |")
     if len(out) == 2:
         out.append("| – | not measured yet | | |")
     return out
@@ -432,7 +480,7 @@ def regions(snap: dict) -> dict:
     """Every region's name and its lines."""
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
-         "methods-matched": methods_matched(snap),
+         "methods-matched": methods_matched(snap), "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap)}
     for block, *_ in BLOCK_ROWS:
         r[f"{block}-measured"] = block_measured(snap, block)
