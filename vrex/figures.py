@@ -356,7 +356,7 @@ def cycles_measured(snap: dict) -> list[str]:
         errs = c["held_out_error_pct"]
         e = snap["entries"]["cycles/model"]
         out += [f"The cycle model, fitted on {c['fitted_runs']} RTL runs, against "
-                f"{len(errs)} held-out runs (`{e['source']}`, `{e['commit']}`); "
+                f"{len(errs)} held-out runs (`{e['source'].split(' ')[0]}`, `{e['commit']}`); "
                 f"error in %:", "",
                 "| " + " | ".join(errs) + " |", "|" + "---|" * len(errs),
                 "| " + " | ".join(f"{v:+.2f}" for v in errs.values()) + " |"]
