@@ -99,6 +99,6 @@ soak: $(STAMP)
 clean:
 	rm -rf build sim_build
 
-# the compiler cache lives outside the checkout (kept by make clean)
+# the compiler and lint caches live outside the checkout (kept by make clean)
 clean-cache: $(STAMP)
-	$(PY) -c "import shutil; from verif.lib.ccache import ccache_dir; shutil.rmtree(ccache_dir(), ignore_errors=True)"
+	$(PY) -c "import shutil; from vrex.toolchain import cache_dir; from verif.lib.ccache import ccache_dir; [shutil.rmtree(d, ignore_errors=True) for d in (ccache_dir(), cache_dir())]"

@@ -125,13 +125,27 @@ def load_config(path) -> Config:
 
 
 def lint(path) -> None:
-    """``verilator --lint-only -Wall`` with the waivers of vrex/lint.vlt; raises on a finding."""
+    """``verilator --lint-only -Wall`` with the waivers of vrex/lint.vlt; raises on a finding.
+    A file that linted clean is remembered by the hash of its bytes, the waivers and
+    Verilator's version (``cache_dir()/lint``): the same Verilog (emission is byte-identical)
+    is not linted again by the suite's other tests, the demo or another clone."""
+    import hashlib
     import subprocess
+    from .toolchain import VERILATOR_ROOT, cache_dir
+    key = hashlib.sha256()
+    for part in (Path(path).read_bytes(), LINT_WAIVERS.read_bytes(), Path(path).stem.encode(),
+                 (VERILATOR_ROOT / "include" / "verilated_config.h").read_bytes()):
+        key.update(hashlib.sha256(part).digest())
+    stamp = cache_dir() / "lint" / f"{key.hexdigest()[:32]}.clean"
+    if stamp.exists():
+        return
     r = subprocess.run(["verilator", "--lint-only", "-Wall", str(LINT_WAIVERS), str(path),
                         "--top-module", Path(path).stem], env=tool_env(), capture_output=True,
                        text=True)
     if r.returncode:
         raise RuntimeError(f"verilator lint of {path} failed:\n{r.stderr}")
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.touch()
 
 
 if __name__ == "__main__":

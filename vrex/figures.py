@@ -429,8 +429,8 @@ def _duration(t: dict | None) -> str:
     if not t:
         return "not timed"
     s = t["seconds"]
-    return f"{s:.0f} s" if s < 100 else f"{s / 60:.0f} min" if s < 6000 else \
-        f"{s / 3600:.1f} h"
+    d = f"{s:.0f} s" if s < 100 else f"{s / 60:.0f} min" if s < 6000 else f"{s / 3600:.1f} h"
+    return f"about {d}" if t.get("basis") else d
 
 
 def readme_commands(snap: dict) -> list[str]:
@@ -542,6 +542,8 @@ def main(argv=None) -> int:
     t.add_argument("--cold", type=float, help="the same with an empty compiler cache")
     t.add_argument("--tests", type=int, help="tests that ran")
     t.add_argument("--loop", type=float, help="the machine's 30-million-addition loop (s)")
+    t.add_argument("--basis", help="how the time was put together when it is a sum of parts "
+                                   "measured apart (rendered as 'about')")
     sub.add_parser("render", help="rewrite the Markdown's figures regions from the snapshot")
     sub.add_parser("check", help="exit 1 if a figures region differs from the snapshot")
     args = ap.parse_args(argv)
@@ -564,6 +566,8 @@ def main(argv=None) -> int:
             v["cold_seconds"] = args.cold
         if args.tests:
             v["tests"] = args.tests
+        if args.basis:
+            v["basis"] = args.basis
         e["values"][args.target] = v
         if args.loop:
             e["values"]["loop_30m_s"] = args.loop

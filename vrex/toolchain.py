@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["tool_env", "setup_environ", "VERILATOR_ROOT", "default_jobs"]
+__all__ = ["tool_env", "setup_environ", "VERILATOR_ROOT", "default_jobs", "cache_dir"]
 
 
 def _verilator_root() -> Path:
@@ -47,3 +47,12 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:                                  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def cache_dir() -> Path:
+    """Where the tools' results that depend only on their inputs are kept, outside the
+    checkout so that every clone shares them: ``$VREX_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/vrex-rtl``, else ``~/.cache/vrex-rtl``."""
+    if d := os.environ.get("VREX_CACHE_DIR"):
+        return Path(d)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vrex-rtl"
