@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import sys
 import time
 import traceback
@@ -103,11 +102,10 @@ def _check(name: str, cfg, tests: str, extra_env: dict | None = None,
 def _core_trace(cfg, out: Path) -> tuple[bool, list[str]]:
     """The core on the bundled trace's first steps under both presets; the table's rows."""
     import json
-    from verif.core.test_verilog import trace_config
+    from verif.core.e2e import trace_point_config
     env = {"VREX_STEPS": str(CORE_STEPS), "VREX_PRESETS": "paper,tuned",
            "VREX_TRACE_OUT": str(out.resolve())}
-    ok, detail = _check("core", trace_config(attn_b_rows=256, attn_acc_bits=32,
-                                             hcu_contexts=2), "bundled", env, point="trace")
+    ok, detail = _check("core", trace_point_config(), "bundled", env, point="trace")
     rows = []
     if out.exists():
         for preset, r in json.loads(out.read_text()).items():

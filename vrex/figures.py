@@ -229,8 +229,6 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
                 entries[f"pnr/{block}"] = _entry("build/synth/report.json", rep["config"],
                                                  clock, rep.get("tools"))
                 done.append(f"pnr/{block}")
-    if synth_report is not None and Path(synth_report).exists():
-        rep = json.loads(Path(synth_report).read_text())
         if t := rep.get("core_total"):
             entries["synth/core_total"] = _entry("build/synth/report.json", rep["config"], {
                 "lut4": t["ecp5"]["lut4"], "ff": t["ecp5"]["ff"], "bram": t["ecp5"]["bram"],

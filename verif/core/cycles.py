@@ -32,7 +32,7 @@ BUILDS = {
               kvmu_bus_bytes=16, attn_b_rows=512, attn_acc_bits=33),
     "C": dict(n_layers=2, n_q_heads=8, n_kv_heads=2, head_dim=64, attn_n=8,
               kvmu_bus_bytes=8, attn_b_rows=512, attn_acc_bits=33),
-    # the test suite's small build (verif/core/test_verilog.py: synth_config)
+    # the test suite's small build (verif/core/e2e.py: synth_config)
     "D": dict(**{k: SYNTH[k] for k in GEOMETRY}, **SYNTH_BUILD),
     # its geometry with the default buffers, for a longer stream in the fit
     "E": dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16),

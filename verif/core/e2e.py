@@ -256,3 +256,30 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
                            f"token {ls.token0 + tok} dim {col}: {g[qh, tok, col]}, golden "
                            f"{want[qh, tok, col]}")
     return bad[:limit] + ([f"... {len(bad) - limit} more"] if len(bad) > limit else [])
+
+
+# --- the builds the core's runs use (the suite's build points, the demo, the cycle model) ---
+
+def synth_config(preset="paper", **kw):
+    """A small build for the synthetic streams of ``verif.core.tb.SYNTH``."""
+    from verif.core.tb import GEOMETRY, SYNTH, SYNTH_BUILD
+    from vrex.config import Config
+    geo = {k: SYNTH[k] for k in GEOMETRY}
+    return Config.from_preset(preset, **geo, **{**SYNTH_BUILD, **kw})
+
+
+def trace_config(preset="paper", **kw):
+    """The bundled trace's geometry; B holds the longest attended set (889 tokens)."""
+    from verif.lib.traces import bundled
+    from vrex.config import Config
+    tr, _ = bundled()
+    return Config.from_preset(preset, **tr.geometry(),
+                              **{**dict(attn_b_rows=1024, attn_acc_bits=34), **kw})
+
+
+def trace_point_config():
+    """The build the suite and the demo run the bundled trace's first steps on: the default B
+    (sets longer than it in chunks) and two HCU contexts for the trace's three layers' windows.
+    One build for both, so the demo compiles from the suite's cache entries."""
+    return trace_config(attn_b_rows=256, attn_acc_bits=32, hcu_contexts=2)
+

@@ -191,7 +191,7 @@ def _synthetic(cfg, seed):
 SYNTH = dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, n_frames=3,
              tokens_per_frame=8, prefix_tokens=6, header_tokens=1, question_tokens=3)
 GEOMETRY = ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")
-# the small build those streams run on (verif/core/test_verilog.py: synth_config)
+# the small build those streams run on (verif/core/e2e.py: synth_config)
 SYNTH_BUILD = dict(kvmu_clusters=64, kvmu_blocks=128, near_blocks=16, attn_b_rows=64,
                    core_max_tokens=64, wtu_row_entries=64)
 

@@ -2,8 +2,8 @@
 (emitted, linted, run under cocotb + Verilator) on synthetic streams and the bundled trace."""
 import pytest
 
+from verif.core.e2e import synth_config, trace_config, trace_point_config
 from verif.lib.runner import run_point
-from vrex.config import Config
 
 from .test_sim import POINTS
 
@@ -11,21 +11,6 @@ from .test_sim import POINTS
 @pytest.mark.parametrize("point", ["default", "q1_l2_bus8"])
 def test_core_regs_verilog(point):
     run_point("core_regs", point, POINTS[point])
-
-
-def synth_config(preset="paper", **kw):
-    """A small build for the synthetic streams of ``verif.core.tb.SYNTH``."""
-    from verif.core.tb import GEOMETRY, SYNTH, SYNTH_BUILD
-    geo = {k: SYNTH[k] for k in GEOMETRY}
-    return Config.from_preset(preset, **geo, **{**SYNTH_BUILD, **kw})
-
-
-def trace_config(preset="paper", **kw):
-    """The bundled trace's geometry; B holds the longest attended set (889 tokens)."""
-    from verif.lib.traces import bundled
-    tr, _ = bundled()
-    return Config.from_preset(preset, **tr.geometry(),
-                              **{**dict(attn_b_rows=1024, attn_acc_bits=34), **kw})
 
 
 CORE_POINTS = {
@@ -63,7 +48,7 @@ def test_core_bundled_trace():
     three layers' cluster windows (the third layer's window evicts the first's, every
     step). The whole trace under both presets runs in make soak and make demo (on the same
     build: the presets differ only in run-time registers)."""
-    run_point("core", "trace", trace_config(attn_b_rows=256, attn_acc_bits=32, hcu_contexts=2),
+    run_point("core", "trace", trace_point_config(),
               test_filter="bundled", extra_env={"VREX_STEPS": "2", "VREX_PRESETS": "tuned"})
 
 

@@ -17,7 +17,7 @@ def _lint(out: Path):
 
 def test_fusesoc_lints_the_core(tmp_path):
     from rtl import VrexCore
-    from verif.core.test_verilog import synth_config
+    from verif.core.e2e import synth_config
     v = write_verilog(VrexCore(synth_config()), "core", tmp_path)
     core = write_fusesoc(tmp_path)
     assert "vrex:vrex:core" in core.read_text()

@@ -8,8 +8,8 @@ cache: in a second run, in another build folder and in another clone (``CCACHE_B
 makes the checkout's absolute paths relative before hashing). A changed block misses and
 compiles as it would without a cache.
 
-The cache lives in ``$VREX_CCACHE_DIR``, else ``ccache/`` in :func:`vrex.toolchain.cache_dir`
-(``~/.cache/vrex-rtl`` by default), bounded at 5 GB; ``make clean`` leaves it, ``make
+The cache lives in ``ccache/`` of :func:`vrex.toolchain.cache_dir` (``$VREX_CACHE_DIR``, by
+default ``~/.cache/vrex-rtl``), bounded at 5 GB; ``make clean`` leaves it, ``make
 clean-cache`` empties it.
 """
 from __future__ import annotations
@@ -28,8 +28,6 @@ CCACHE_ENV = ("CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_MAXSIZ
 
 def ccache_dir() -> Path:
     from vrex.toolchain import cache_dir
-    if d := os.environ.get("VREX_CCACHE_DIR"):
-        return Path(d)
     return cache_dir() / "ccache"
 
 
