@@ -7,7 +7,6 @@ to log files in the build folder; the results come back per test, by name.
 from __future__ import annotations
 
 import os
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
