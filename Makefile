@@ -57,7 +57,7 @@ golden: $(STAMP)
 	$(PY) -m vrex.figures update --golden build/golden/$(basename $(notdir $(TRACE)))/summary.json
 
 verilog: $(STAMP)
-	$(PY) -m vrex.emit --lint $(if $(CONFIG),--config $(CONFIG))
+	$(PY) -m rtl.emit --lint $(if $(CONFIG),--config $(CONFIG))
 
 # every block's folder (both tiers) and the flow tests; a PASS/FAIL line per block at the end
 sim: $(STAMP)

@@ -1,8 +1,9 @@
 """The hardware, and nothing else: Amaranth components grouped by block.
 
 ``rtl/lib/`` holds the pieces blocks share; ``rtl/dre/`` the retrieval engine's HCU and WTU;
-``rtl/attn/`` the attention engine's parts; ``rtl/kvmu/`` the KV memory manager; ``rtl/core/`` the core that joins them. :data:`BLOCKS` is the one registry of
-synthesisable blocks: emission, lint, synthesis, benches, the demo and the registry test
+``rtl/attn/`` the attention engine's parts; ``rtl/kvmu/`` the KV memory manager;
+``rtl/core/`` the core that joins them. :data:`BLOCKS` is the one registry of synthesisable
+blocks: emission (``rtl.emit``), lint, synthesis, benches, the demo and the registry test
 iterate it.
 """
 from __future__ import annotations

@@ -1,24 +1,16 @@
-"""Verilog emission and lint: one file per top-level block, byte-identical from run to run.
-
-``python -m vrex.emit [--out build/verilog] [--config cfg.json] [--lint] [block ...]`` writes
-``<block>.v`` for every block of :data:`rtl.BLOCKS`, built from one :class:`vrex.config.Config`,
-``vrex_regs.h``, the core's register map for host software (``vrex/regmap.py``), and
-``vrex_core.core``, a FuseSoC (CAPI2) description of the core: ``fusesoc --cores-root
-build/verilog run --target=lint vrex:vrex:core`` lints it with Verilator, ``--target=synth``
-synthesises it with Yosys for ECP5.
+"""Verilog emission and lint: one file per top-level block, byte-identical from run to run;
+the core's FuseSoC (CAPI2) description. Neutral: a component comes in, text goes out
+(``python -m rtl.emit`` emits the registry's blocks through these).
 """
 from __future__ import annotations
 
-import argparse
-import hashlib
-import os
 from pathlib import Path
 
 from .config import Config
 from .toolchain import setup_environ, tool_env
 
-__all__ = ["emit_verilog", "write_verilog", "write_fusesoc", "lint", "load_config", "main",
-           "LINT_WAIVERS"]
+__all__ = ["emit_verilog", "write_verilog", "write_fusesoc", "lint", "load_config",
+           "LINT_WAIVERS", "FUSESOC_NAME"]
 
 LINT_WAIVERS = Path(__file__).resolve().parent / "lint.vlt"
 
@@ -51,7 +43,7 @@ def write_fusesoc(out_dir, verilog: str = "core.v", top: str = "core") -> Path:
     text = f"""CAPI=2:
 name: {FUSESOC_NAME}
 description: V-Rex core (hardware KV-cache retrieval for streaming video LLMs), emitted by
-  python -m vrex.emit from one vrex.config.Config; AXI4-Lite slave s_axil_*, AXI4 master
+  python -m rtl.emit from one vrex.config.Config; AXI4-Lite slave s_axil_*, AXI4 master
   m_axi_*, irq, one clock (clk), synchronous reset (rst)
 
 filesets:
@@ -91,34 +83,6 @@ targets:
     return path
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="vrex.emit", description=__doc__)
-    ap.add_argument("--out", default="build/verilog")
-    ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
-    ap.add_argument("--lint", action="store_true", help="run verilator --lint-only -Wall")
-    ap.add_argument("blocks", nargs="*", help="blocks to emit (default: every block)")
-    args = ap.parse_args(argv)
-    from rtl import BLOCKS
-    cfg = load_config(args.config)
-    for name in args.blocks or list(BLOCKS):
-        if name not in BLOCKS:
-            ap.error(f"unknown block {name!r}; blocks: {', '.join(BLOCKS)}")
-        path = write_verilog(BLOCKS[name].from_config(cfg), name, args.out)
-        sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        print(f"wrote {path} ({os.path.getsize(path)} bytes, sha256 {sha})")
-        if args.lint:
-            lint(path)
-            print("  verilator --lint-only -Wall: clean (waivers: vrex/lint.vlt)")
-    from .regmap import c_header, core_blocks
-    header = Path(args.out) / "vrex_regs.h"
-    header.write_text(c_header(core_blocks()))
-    print(f"wrote {header} (the core's register map and descriptor, for host software)")
-    if "core" in (args.blocks or list(BLOCKS)):
-        print(f"wrote {write_fusesoc(args.out)} (FuseSoC: fusesoc --cores-root {args.out} "
-              f"run --target=lint {FUSESOC_NAME})")
-    return 0
-
-
 def load_config(path) -> Config:
     """The build's configuration: a Config JSON file, or the default (the paper preset)."""
     return Config.from_json(Path(path).read_text()) if path else Config()
@@ -146,7 +110,3 @@ def lint(path) -> None:
         raise RuntimeError(f"verilator lint of {path} failed:\n{r.stderr}")
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.touch()
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -19,6 +19,7 @@ from ..kvmu.axi import axi4_master_members
 from ..kvmu.kvmu import KvMemoryManager
 from ..lib import counter_layout
 from .dma import AxiJoin, DmaReader, ImageWriter, OutputWriter, Repack
+from .map import CORE_PERF, perf_names
 from .regs import CoreRegisters
 
 __all__ = ["VrexCore"]
@@ -89,8 +90,7 @@ class VrexCore(wiring.Component):
     every block: a new stream.
     """
 
-    PERF = ("descriptors", "busy", "predict", "attend", "hash", "store", "dma_bursts",
-            "dma_beats", "out_bursts", "errors", "swap", "ahead")
+    PERF = CORE_PERF
 
     def __init__(self, cfg):
         core_rules(cfg)
@@ -99,7 +99,7 @@ class VrexCore(wiring.Component):
         self.hcu = HashClusterUnit.from_config(cfg)
         self.wtu = WicsumThresholdUnit.from_config(cfg)
         self.kvmu = KvMemoryManager.from_config(cfg)
-        perf = tuple(r.name[5:].lower() for r in regmap.perf_registers(regmap.core_blocks()))
+        perf = perf_names()
         self.regs = CoreRegisters(**cfg.block_params("core_regs"), perf=perf)
         self._perf_names = perf
         ab = cfg.kvmu_addr_bits

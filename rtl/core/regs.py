@@ -78,8 +78,9 @@ class CoreRegisters(wiring.Component):
 
     @classmethod
     def from_config(cls, cfg) -> "CoreRegisters":
-        """The build's register file; its counters are those of ``vrex.regmap.CORE_BLOCKS``."""
-        perf = tuple(r.name[5:].lower() for r in regmap.perf_registers(regmap.core_blocks()))
+        """The build's register file; its counters are the core's (``rtl.core.map``)."""
+        from .map import perf_names
+        perf = perf_names()
         return cls(**cfg.block_params("core_regs"), perf=perf)
 
     def elaborate(self, platform):

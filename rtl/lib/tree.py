@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["reduce_tree", "register", "tree_stage", "copies"]
+# The attributes of a register that copies another so that each copy drives a share of the
+# loads (a register fanned out over a wide datapath is placed far from most of them). Yosys
+# merges equal registers; ``synth.run`` gives the flip-flops of a signal so marked its
+# ``keep`` attribute, which its merging honours. Simulation ignores it.
+KEEP_COPY = {"vrex_keep_copy": 1}
+
+__all__ = ["reduce_tree", "register", "tree_stage", "copies", "KEEP_COPY"]
 
 
 def _node(m, value, name, shape, level: int, index: int):
@@ -56,7 +62,6 @@ def copies(m, value, count: int, name: str, *, init=0, domain: str = "sync"):
     """``count`` registers loaded with ``value`` every cycle (named ``{name}_{j}``), marked
     :data:`KEEP_COPY` so that synthesis keeps them apart: each drives a share of the loads
     one register would fan out to. Returns the registers."""
-    from . import KEEP_COPY
     regs = [Signal(value.shape(), name=f"{name}_{j}", init=init, attrs=KEEP_COPY)
             for j in range(count)]
     m.d[domain] += [r.eq(value) for r in regs]

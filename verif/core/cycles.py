@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from verif.core.tb import GEOMETRY, SYNTH, SYNTH_BUILD
+from verif.core.e2e import GEOMETRY, SYNTH, SYNTH_BUILD
 from verif.lib.runner import ROOT, failures, run_cocotb
 from vrex.config import Config
 
@@ -93,7 +93,7 @@ RUNS = [
      {"trace": "bundled", "steps": 5, "presets": ["tuned"]}, 100),
     ("C_synth_lat50", "validate", "C",
      {"synthetic": dict(seed=8, n_frames=6, tokens_per_frame=48, **SYN)}, 50),
-    # the test suite's synthetic stream (verif/core/tb.py: SYNTH, seed 1) on its build
+    # the test suite's synthetic stream (verif/core/e2e.py: SYNTH, seed 1) on its build
     ("D_suite_lat0", "validate", "D",
      {"synthetic": dict(seed=1, **{k: v for k, v in SYNTH.items() if k not in GEOMETRY}),
       "presets": ["paper"]}, 0),

@@ -260,9 +260,17 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
 
 # --- the builds the core's runs use (the suite's build points, the demo, the cycle model) ---
 
+# the synthetic streams' shape (synthetic_stream's arguments), the model's geometry among them
+SYNTH = dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, n_frames=3,
+             tokens_per_frame=8, prefix_tokens=6, header_tokens=1, question_tokens=3)
+GEOMETRY = ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")
+# the small build those streams run on
+SYNTH_BUILD = dict(kvmu_clusters=64, kvmu_blocks=128, near_blocks=16, attn_b_rows=64,
+                   core_max_tokens=64, wtu_row_entries=64)
+
+
 def synth_config(preset="paper", **kw):
-    """A small build for the synthetic streams of ``verif.core.tb.SYNTH``."""
-    from verif.core.tb import GEOMETRY, SYNTH, SYNTH_BUILD
+    """A small build for the synthetic streams of :data:`SYNTH`."""
     from vrex.config import Config
     geo = {k: SYNTH[k] for k in GEOMETRY}
     return Config.from_preset(preset, **geo, **{**SYNTH_BUILD, **kw})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from golden.core import buffer_bytes, check_descriptor
+from rtl.core import map as core_map
 from vrex import regmap
 
 __all__ = ["RegsModel", "random_descriptor", "bad_descriptors"]
@@ -25,7 +26,7 @@ OKAY, SLVERR = 0, 2
 class RegsModel:
     def __init__(self, cfg, perf_values: list):
         self.cfg = cfg
-        self.names = [r.name[5:].lower() for r in regmap.perf_registers(regmap.core_blocks())]
+        self.names = [r.name[5:].lower() for r in core_map.perf_registers()]
         self.regs = {r.offset: r for r in regmap.REGISTERS}
         for k, n in enumerate(self.names):
             self.regs[regmap.PERF_BASE + 4 * k] = regmap.Register(f"PERF_{n.upper()}",

@@ -9,6 +9,7 @@ from rtl import VrexCore
 from verif.lib.axi_sim import AxiMemSim
 from verif.lib.axil_sim import AxiLiteHost
 from verif.lib.pauses import crossing, random_pause
+from rtl.core import map as core_map
 from vrex import regmap
 
 from .e2e import Observed
@@ -66,7 +67,7 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
         hi, _ = await host.read(ctx, OFF["ERROR_ADDR_HI"])
         info["error_addr"] = lo | hi << 32
         info["perf"] = {}
-        for r in regmap.perf_registers(regmap.core_blocks()):
+        for r in core_map.perf_registers():
             v, _ = await host.read(ctx, r.offset)
             info["perf"][r.name[5:].lower()] = v
         obs.done = done

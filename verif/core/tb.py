@@ -15,11 +15,13 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 
-from verif.core.e2e import Observed, compare_run, failed_fetches, plan_stream, synthetic_stream
+from verif.core.e2e import (SYNTH, Observed, compare_run, failed_fetches, plan_stream,
+                             synthetic_stream)
 from verif.kvmu.tb import FaultRam
 from verif.lib.cocotb_tb import CLOCK_NS, Ticker, cycle_now, until_cycle
 from verif.lib.pauses import pause
 from verif.lib.runner import tb_config
+from rtl.core import map as core_map
 from vrex import regmap
 
 OFF = {r.name: r.offset for r in regmap.REGISTERS}
@@ -161,7 +163,7 @@ class CoreTB:
 
     async def counters(self):
         out = {}
-        for r in regmap.perf_registers(regmap.core_blocks()):
+        for r in core_map.perf_registers():
             out[r.name[5:].lower()] = await self.read(r.offset)
         return out
 
@@ -186,14 +188,6 @@ async def _stream(dut, plan, **kw):
 def _synthetic(cfg, seed):
     tr, qt = synthetic_stream(seed, **SYNTH)
     return plan_stream(tr, qt, cfg)
-
-
-SYNTH = dict(n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=16, n_frames=3,
-             tokens_per_frame=8, prefix_tokens=6, header_tokens=1, question_tokens=3)
-GEOMETRY = ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")
-# the small build those streams run on (verif/core/e2e.py: synth_config)
-SYNTH_BUILD = dict(kvmu_clusters=64, kvmu_blocks=128, near_blocks=16, attn_b_rows=64,
-                   core_max_tokens=64, wtu_row_entries=64)
 
 
 @cocotb.test()

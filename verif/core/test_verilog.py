@@ -29,7 +29,7 @@ def test_core_point_attends_in_chunks():
     """The synth_tuned_bus8_n4_w3_b32 point's streams (seeds 2 and 8 of verif.core.tb)
     attend sets longer than its B: its run covers the chunked attention."""
     from verif.core.e2e import plan_stream, synthetic_stream
-    from verif.core.tb import SYNTH
+    from verif.core.e2e import SYNTH
     cfg = CORE_POINTS["synth_tuned_bus8_n4_w3_b32"][0]()
     for seed in (2, 8):
         plan = plan_stream(*synthetic_stream(seed, **SYNTH), cfg)

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from rtl import BLOCKS
+from rtl.core import map as core_map
 from vrex import regmap
 from verif.lib.runner import ROOT
 from vrex.config import Config
 
 
 def test_registers_are_aligned_unique_and_fields_disjoint():
-    regs = regmap.register_map(regmap.core_blocks())
+    regs = core_map.register_map()
     offs = [r.offset for r in regs]
     assert len(set(offs)) == len(offs) and all(o % 4 == 0 and o < 4096 for o in offs)
     assert len({r.name for r in regs}) == len(regs)
@@ -28,15 +29,15 @@ def test_registers_are_aligned_unique_and_fields_disjoint():
 
 
 def test_every_block_counter_has_a_register():
-    names = {r.name for r in regmap.register_map(regmap.core_blocks())}
-    for block in ("hcu", "wtu", "attn"):
+    names = {r.name for r in core_map.register_map()}
+    for block in ("hcu", "wtu", "attn", "kvmu", "core"):
         for c in BLOCKS[block].cls.PERF:
             assert f"PERF_{block.upper()}_{c.upper()}" in names
 
 
 def test_docs_table_is_generated():
-    assert (ROOT / "docs" / "registers.md").read_text() == regmap.markdown(regmap.core_blocks()), \
-        "docs/registers.md is stale: python -m vrex.regmap > docs/registers.md"
+    assert (ROOT / "docs" / "registers.md").read_text() == core_map.markdown(), \
+        "docs/registers.md is stale: python -m rtl.emit --registers > docs/registers.md"
 
 
 def test_descriptor_round_trips_and_refuses_bad_fields():
@@ -68,8 +69,8 @@ def test_build_registers():
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on this machine")
 def test_c_header_compiles_and_agrees(tmp_path):
-    (tmp_path / "vrex_regs.h").write_text(regmap.c_header(regmap.core_blocks()))
-    offs = regmap.offsets(regmap.core_blocks())
+    (tmp_path / "vrex_regs.h").write_text(core_map.c_header())
+    offs = core_map.offsets()
     checks = ["VREX_ID_VALUE", "VREX_TH_R", "VREX_DESC_DATA", "VREX_PERF_ATTN_ROWS",
               "VREX_STATUS_QUEUE_LEVEL_MASK", "VREX_ERR_BUS_READ", "VREX_DESC_BETA_SHIFT_SHIFT"]
     (tmp_path / "t.c").write_text('#include <stdio.h>\n#include "vrex_regs.h"\nint main(void){'

@@ -33,7 +33,7 @@ async def whole_trace(dut, preset):
 
 @cocotb.test()
 async def long_stream_with_faults(dut):
-    from verif.kvmu.test_sim import with_fault
+    from verif.kvmu.faults import with_fault
     rng = random.Random(31)
     tb = KvmuTB(dut, latency=lambda: rng.randrange(30))
     tb.cross("both", seed=32)

@@ -276,7 +276,7 @@ async def random_latency(dut):
 async def bus_errors(dut, fail, resp):
     """One transfer answered with an error: the sticky status names the operation, the
     response and the address; the stream goes on; the memory matches the tables."""
-    from verif.kvmu.test_sim import with_fault
+    from verif.kvmu.faults import with_fault
     tb = KvmuTB(dut)
     tb.cross("both", seed=8)
     tb.ram.pause_all(0.2, seed=9, ticker=tb.ticker)
