@@ -8,20 +8,18 @@ paper preset), in
    as ``$mem_v2`` cells (their bits are reported apart, as ``memory_bits``);
 2. ``synth_ecp5``, ``synth_xilinx -family xc7`` and ``synth_ice40`` of the block inside
    :class:`synth.wrap.PinWrapper`;
-3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax (:data:`PNR_TARGET`,
-   :data:`PNR_SEEDS`, :data:`PNR_ARGS`: the HCU and the WTU at 125 MHz over three seeds,
-   the attention engine at 100 MHz over three seeds with its placer's timing weight at 30;
-   in the blocks of
-   :data:`BRAM_OUTREG` and :data:`DSP_REGS` the block RAMs' output registers and the
-   multipliers' operand and product registers moved into the RAMs and the DSPs,
-   :func:`synth.bram_outreg.absorb`, :func:`synth.dsp_regs.absorb`; the blocks of
-   :data:`GLOBAL_RESET` with the wrapper's reset on the global network,
-   :func:`synth.global_reset.promote`).
+3. ``nextpnr-ecp5`` place and route of the ECP5 netlist for Fmax.
+
+How each block is built is its registry entry's :class:`rtl.Synthesis` (``rtl.BLOCKS``): its
+clock target and seeds, nextpnr's options, the block RAM output registers and the
+multipliers' registers moved into the RAMs and the DSPs (:func:`synth.bram_outreg.absorb`,
+:func:`synth.dsp_regs.absorb`), the reset on the global network
+(:func:`synth.global_reset.promote`), the submodules left as black boxes.
 
 The core is synthesised as its own logic (register file, data movers, AXI join, sequencer,
-centring) with the blocks it joins (:data:`CORE_PARTS`) as black boxes, and no place and
-route; the report adds the core's total (its own logic plus those blocks synthesised alone,
-from the same Config) and the DRE's share of it.
+centring) with the blocks it joins as black boxes, and no place and route; the report adds
+the core's total (its own logic plus those blocks synthesised alone, from the same Config)
+and the DRE's share of it.
 
 Writes ``build/synth/report.json`` (``{"config": the Config measured, "tools": versions,
 "blocks": {block: {cells, memory_bits, ecp5: {lut4, ff, dsp, bram, fmax_mhz}, xc7: {lut, ff,
@@ -41,6 +39,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from vrex.emit import load_config, write_verilog
@@ -56,50 +55,8 @@ BANNER = ("**Not tape-out quality.** These figures come from open FPGA flows (Yo
           "relative cost and trends, not a signed-off implementation.")
 
 
-PNR_TIMEOUT = 1800      # seconds nextpnr may take on one block before its Fmax is "not reached"
-# blocks given longer: the attention engine's placement and routing takes 20-50 minutes a
-# seed on a 2-core machine with its placer's options below
-PNR_TIMEOUTS = {"attn": 5400}
-# nextpnr's clock target per block (MHz; timing-driven placement aims at it) and the placement
-# seeds each block is placed and routed with (the report gives every seed's Fmax and their
-# minimum): the retrieval engine's blocks are held to 125 MHz over three seeds
-PNR_TARGET = {"hcu": 125, "wtu": 125}
-PNR_SEEDS = {"hcu": (1, 2, 3), "wtu": (1, 2, 3), "attn": (1, 2, 3)}
-# nextpnr options per block beyond the flow's own: the attention engine's analytical placer
-# weighs timing three times its default (10), which pulls in its long routes (its limits are
-# routes of 4-6 ns between a register and its loads, a different family on each seed; on one
-# netlist this took seed 1 from 92.9 to 99.3 MHz and seed 2 from 93.0 to 99.6)
-PNR_ARGS: dict[str, tuple[str, ...]] = {"attn": ("--placer-heap-timingweight", "30")}
-# blocks whose block RAMs' output registers move into the RAMs before nextpnr
-# (synth/bram_outreg.py; Yosys's ECP5 mapping leaves them outside, where vendor flows absorb
-# them); ``--bram-outreg`` does it for every block. The HCU: its RAMs' 1 024 output bits
-# (docs/hcu.md); the WTU: the walk's registered read of the row memory, 880 bits
-# (docs/wtu.md); the attention engine: its feeder's second stage, the operand RAMs' words
-# registered under the feeder's enable (docs/attn.md)
-BRAM_OUTREG: set[str] = {"hcu", "wtu", "attn"}
-# of those, the blocks whose registers with a clock enable move too (the RAM's output clock
-# enable): the attention engine's feeder, whose stages hold under the array's back-pressure
-BRAM_OUTREG_ENABLED: set[str] = {"attn"}
-# blocks whose multipliers' operand and product registers move into the MULT18X18Ds before
-# nextpnr (synth/dsp_regs.py; Yosys's ECP5 mapping leaves them in the fabric, where vendor
-# flows absorb them): the WTU's 16 lane products (operands and products) and its threshold's
-# three partial products (products only), 1 118 flip-flops; the attention array's cell
-# products (products only: a cell's operands also go on to the next cell), in the engine and
-# alone; the exp unit's two partial products a lane, in the engine and alone
-DSP_REGS: set[str] = {"wtu", "attn", "attn_array", "attn_exp"}
-# blocks whose reset goes on the global network before nextpnr (synth/global_reset.py): a
-# reset of thousands of loads in the fabric (the KVMU's 5 555, the WTU's 10 484, the
-# engine's 15 076) congests routing until the router does not converge; on the global network
-# each of these routes in minutes
-GLOBAL_RESET: set[str] = {"kvmu", "hcu", "wtu", "attn", "attn_array"}
-# the core's submodules that are blocks of their own (core submodule -> block name)
-CORE_PARTS = {"engine": "attn", "hcu": "hcu", "wtu": "wtu", "kvmu": "kvmu"}
+# the core's blocks that are the data retrieval engine (the core total's ``dre_share``)
 DRE = ("hcu", "wtu", "kvmu")
-# the blocks' synthesis times without place and route, longest first (default Config, two at
-# a time on two cores: core about 13 minutes, attn 11, attn_exp 7, wtu 6, attn_array 4,
-# core_regs 3, kvmu 3, hcu 2): :func:`synth_many` starts the longest first so that its
-# workers end close together
-LONGEST_FIRST = ("core", "attn", "attn_exp", "wtu", "attn_array", "core_regs", "kvmu", "hcu")
 
 
 def _run(cmd, cwd, log, timeout=None):
@@ -134,12 +91,6 @@ def drop_zero_meminit(path: Path) -> int:
     if n:
         path.write_text(new)
     return n
-
-
-# Yosys's generic `abc` pass did not finish in 50 minutes on the core's own logic (its many
-# clock-enable domains are extracted one at a time from the whole module); the FPGA flows map
-# it in under three minutes each, so the core is counted in FPGA cells only
-NO_GENERIC = {"core": "not run: Yosys's generic abc pass did not finish in 50 min on it"}
 
 
 # YoWASP's abc9 (the LUT mapper of synth_ecp5 and synth_xilinx) exits without a message on
@@ -192,22 +143,27 @@ def _map_fpga(family: str, top: str, read: str, out, json_out: str = ""):
 
 def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True,
                      bram_outreg: bool | None = None) -> dict:
-    """:func:`synth_block` of the registered block ``name`` built from ``cfg``, the way every
-    flow synthesises it: the core as its own logic (its blocks, :data:`CORE_PARTS`, black
-    boxes) and, where :data:`NO_GENERIC` says so, without the generic-gates pass."""
+    """:func:`synth_block` of the registered block ``name`` built from ``cfg`` as its
+    registry entry says (``bram_outreg``, if given, overrides it)."""
     from rtl import BLOCKS
-    return synth_block(name, BLOCKS[name].from_config(cfg), out_dir, pnr=pnr,
-                       black_boxes=tuple(CORE_PARTS) if name == "core" else (),
-                       generic=name not in NO_GENERIC,
-                       bram_outreg=name in BRAM_OUTREG if bram_outreg is None else bram_outreg,
-                       dsp_regs=name in DSP_REGS, global_reset=name in GLOBAL_RESET)
+    how = BLOCKS[name].synth
+    if bram_outreg is not None:
+        how = replace(how, bram_outreg=bram_outreg)
+    return synth_block(name, BLOCKS[name].from_config(cfg), out_dir, pnr=pnr, how=how)
+
+
+def core_parts() -> dict[str, str]:
+    """The core's submodules that are blocks of their own: submodule -> block."""
+    from rtl import BLOCKS
+    return dict(BLOCKS["core"].synth.black_boxes)
 
 
 def synth_order(names) -> list[str]:
-    """``names`` longest synthesis first (:data:`LONGEST_FIRST`); a block not measured there
+    """``names`` longest synthesis first (each entry's ``minutes``); a block not registered
     goes first, its time being unknown."""
-    rank = {n: k for k, n in enumerate(LONGEST_FIRST)}
-    return sorted(names, key=lambda n: rank.get(n, -1))
+    from rtl import BLOCKS
+    return sorted(names, key=lambda n: -BLOCKS[n].synth.minutes if n in BLOCKS
+                  else -float("inf"))
 
 
 _MANY = None       # synth_many's arguments, inherited by its forked workers
@@ -248,21 +204,20 @@ def synth_many(names, cfg, out_root, *, pnr: bool = True, jobs: int = 1,
     return {n: got[n] for n in names}
 
 
-def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
-                black_boxes=(), generic: bool = True, bram_outreg: bool = False,
-                dsp_regs: bool = False, global_reset: bool = False) -> dict:
-    """One block's figures; ``black_boxes``: its submodules (by name) left out, kept as
-    black-box cells (no place and route then); ``generic=False`` skips the generic-gates pass
-    (``cells`` is None then); ``seeds``: nextpnr's placement seeds (default
-    :data:`PNR_SEEDS`, else seed 1); ``bram_outreg``: block RAM output registers moved into
-    the DP16KDs of the ECP5 netlist (:func:`synth.bram_outreg.absorb`; the ECP5 FF count is
-    then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones moved); ``dsp_regs``: the
-    multipliers' operand and product registers moved into the MULT18X18Ds
-    (:func:`synth.dsp_regs.absorb`; ``ecp5.dsp_regs_ff`` the flip-flops moved, the FF count
-    those left); ``global_reset``: the wrapper's reset on the global network before nextpnr
-    (:func:`synth.global_reset.promote`, ``ecp5.global_reset_loads`` the cell inputs it
-    drives)."""
-    seeds = tuple(seeds or PNR_SEEDS.get(name, (1,)))
+def synth_block(name: str, block, out_dir, *, pnr: bool = True, how=None) -> dict:
+    """One block's figures, built as ``how`` (an :class:`rtl.Synthesis`; default its
+    defaults) says: ``black_boxes``, its submodules left out, kept as black-box cells (no
+    place and route then); ``no_generic`` skips the generic-gates pass (``cells`` is None
+    then); ``bram_outreg``: block RAM output registers moved into the DP16KDs of the ECP5
+    netlist (the ECP5 FF count is then the flip-flops left, ``ecp5.bram_outreg_ff`` the ones
+    moved); ``dsp_regs``: the same for the multipliers' registers (``ecp5.dsp_regs_ff``);
+    ``global_reset``: the wrapper's reset on the global network before nextpnr
+    (``ecp5.global_reset_loads`` the cell inputs it drives)."""
+    if how is None:
+        from rtl import Synthesis
+        how = Synthesis()
+    seeds = how.seeds
+    black_boxes = tuple(sub for sub, _ in how.black_boxes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for v in (write_verilog(block, name, out), write_verilog(PinWrapper(block),
@@ -276,7 +231,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["memory_bits"] -= sum(getattr(getattr(block, b), "memory_bits", 0)
                                   for b in black_boxes)
 
-    if generic:
+    if how.no_generic is None:
         res["seconds"]["generic"] = _yosys(
             f"read_verilog {name}.v; {boxes(name)}hierarchy -top {name}; proc; flatten; opt; "
             f"memory -nomap; "
@@ -288,7 +243,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
         res["cells_by_type"] = by
     else:
         res["cells"] = None
-        res["generic"] = NO_GENERIC.get(name, "not run")
+        res["generic"] = how.no_generic
 
     read = f"read_verilog {name}_wrap.v; {boxes(name + '_wrap.block')}{KEEP_COPIES}"
     res["seconds"]["ecp5"], ecp5_flow = _map_fpga("ecp5", f"{name}_wrap", read, out,
@@ -302,26 +257,26 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                    "wrapper_ff": wrap_ff}
     if ecp5_flow:
         res["ecp5"]["flow"] = ecp5_flow
-    if bram_outreg:
+    if how.bram_outreg:
         from .bram_outreg import absorb
-        moved = absorb(out / f"{name}_ecp5.json", enabled=name in BRAM_OUTREG_ENABLED)
+        moved = absorb(out / f"{name}_ecp5.json", enabled=how.bram_outreg_enabled)
         res["ecp5"]["ff"] -= moved
         res["ecp5"]["bram_outreg_ff"] = moved
-    if dsp_regs:
+    if how.dsp_regs:
         from .dsp_regs import absorb as absorb_dsp
         moved = absorb_dsp(out / f"{name}_ecp5.json")
         res["ecp5"]["ff"] -= moved
         res["ecp5"]["dsp_regs_ff"] = moved
     by_seed = {}
     if pnr:
-        if global_reset:
+        if how.global_reset:
             from .global_reset import promote
             res["ecp5"]["global_reset_loads"] = promote(out / f"{name}_ecp5.json")
-        target = PNR_TARGET.get(name, 100)
+        target = how.target_mhz
         res["ecp5"]["pnr_target_mhz"] = target
-        res["ecp5"]["pnr_args"] = list(PNR_ARGS.get(name, ()))
+        res["ecp5"]["pnr_args"] = list(how.pnr_args)
         res["seconds"]["nextpnr_ecp5"] = 0.0
-        budget = PNR_TIMEOUTS.get(name, PNR_TIMEOUT)
+        budget = how.pnr_timeout_s
         for seed in seeds:
             # every seed's log and report; the first seed's keep the plain names
             tag = "" if seed == seeds[0] else f"_seed{seed}"
@@ -331,7 +286,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, seeds=None,
                      "--package", ECP5_DEVICE[1], "--json", f"{name}_ecp5.json", "--report",
                      f"pnr_report{tag}.json", "--freq", str(target), "--seed", str(seed),
                      "--sdf", f"routed{tag}.sdf", "--timing-allow-fail",
-                     *PNR_ARGS.get(name, ())], out,
+                     *how.pnr_args], out,
                     f"nextpnr_ecp5{tag}.log", timeout=budget)
             except subprocess.TimeoutExpired:
                 res["ecp5"].update(fmax_mhz=None, pnr=f"did not finish in {budget} s")
@@ -395,13 +350,22 @@ def _tool_versions() -> dict:
 
 
 def _pnr_setting(name: str) -> str:
-    """How ``name`` is placed and routed, from :data:`PNR_SEEDS`, :data:`PNR_TARGET` and
-    :data:`PNR_ARGS`, for report.md."""
-    seeds = PNR_SEEDS.get(name, (1,))
-    args = PNR_ARGS.get(name, ())
+    """How ``name`` is placed and routed (its registry entry), for report.md."""
+    from rtl import BLOCKS
+    how = BLOCKS[name].synth
+    seeds, args = how.seeds, how.pnr_args
     return (f"{name}: seed{'s' if len(seeds) > 1 else ''} "
-            f"{', '.join(str(s) for s in seeds)} at {PNR_TARGET.get(name, 100)} MHz"
+            f"{', '.join(str(s) for s in seeds)} at {how.target_mhz} MHz"
             + (f" with `{' '.join(args)}`" if args else ""))
+
+
+def _placed_apart() -> list[str]:
+    """The blocks placed otherwise than at 100 MHz on seed 1 with the flow's options."""
+    from rtl import BLOCKS, Synthesis
+    d = Synthesis()
+    return [n for n, b in BLOCKS.items()
+            if (b.synth.seeds, b.synth.target_mhz, b.synth.pnr_args)
+            != (d.seeds, d.target_mhz, d.pnr_args)]
 
 
 def write_reports(report: dict, out_dir, cfg):
@@ -467,7 +431,7 @@ def write_reports(report: dict, out_dir, cfg):
               "`wrapper_ff` flip-flops (one per block port bit, in report.json) and about one "
               "LUT per output bit. ECP5 Fmax is nextpnr's achieved clock on an LFE5U-85F "
               "at a target of 100 MHz and seed 1, but for "
-              + "; ".join(_pnr_setting(b) for b in sorted(set(PNR_SEEDS) | set(PNR_ARGS)))
+              + "; ".join(_pnr_setting(b) for b in sorted(_placed_apart()))
               + "; each block's Fmax the lowest of its seeds (each seed's in parentheses). "
               + (f"In the ECP5 netlists of {', '.join(sorted(glb))}, the wrapper's reset is "
                  "put on the global network through a DCCA buffer before nextpnr "
@@ -487,8 +451,8 @@ def write_reports(report: dict, out_dir, cfg):
               + "Where YoWASP's abc9 LUT mapper fails on a "
               "block, it is mapped with `-dff`, else with the classic `abc` (report.json names "
               "the flow, `ecp5.flow` / `xc7.flow`). iCE40 figures are synthesis only (no "
-              "iCE40 device holds the default blocks' memories; `synth_ice40` runs without `-dsp`, so multipliers are "
-              "LUTs there)."]
+              "iCE40 device holds the default blocks' memories; `synth_ice40` runs without "
+              "`-dsp`, so multipliers are LUTs there)."]
     late = {n: r["ecp5"]["sta_by_seed"] for n, r in report.items()
             if any(v["failing"] for v in r["ecp5"].get("sta_by_seed", {}).values())}
     if late:
@@ -507,9 +471,10 @@ def write_reports(report: dict, out_dir, cfg):
 
 def core_total(report: dict) -> dict | None:
     """The core's figures with its blocks: its own logic (``report["core"]``, the blocks
-    black-boxed) plus each of :data:`CORE_PARTS` synthesised alone; ``dre_share`` per
-    measure. None without every part."""
-    parts = ["core", *CORE_PARTS.values()]
+    black-boxed) plus each of its blocks (:func:`core_parts`) synthesised alone;
+    ``dre_share`` per measure. None without every part."""
+    blocks = list(core_parts().values())
+    parts = ["core", *blocks]
     if not all(p in report for p in parts):
         return None
     rs = [report[p] for p in parts]
@@ -520,7 +485,7 @@ def core_total(report: dict) -> dict | None:
         keys = [k for k, v in report["core"][fam].items() if isinstance(v, (int, float))
                 and not isinstance(v, bool) and k != "wrapper_ff"]
         out[fam] = {k: add(lambda r: r[fam].get(k, 0)) for k in keys}
-    fmax = [report[p]["ecp5"].get("fmax_mhz") for p in CORE_PARTS.values()]
+    fmax = [report[p]["ecp5"].get("fmax_mhz") for p in blocks]
     out["ecp5"]["fmax_mhz"] = min(fmax) if all(fmax) else None
     if not all(fmax):
         out["ecp5"]["pnr"] = "a block's Fmax is missing"
@@ -541,7 +506,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
     ap.add_argument("--bram-outreg", action="store_true",
                     help="move block RAM output registers into the RAMs for every block "
-                         "(default: the blocks of BRAM_OUTREG)")
+                         "(default: as each block's registry entry says)")
     ap.add_argument("--jobs", type=int, default=None,
                     help="blocks synthesised at once (default: the cores this process may use)")
     ap.add_argument("blocks", nargs="*", help="blocks to synthesise (default: every block)")

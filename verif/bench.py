@@ -15,15 +15,14 @@ import json
 import sys
 from pathlib import Path
 
-from verif.lib.runner import ROOT, failures, run_cocotb
+from verif.lib.runner import ROOT, failures, run_cocotb, verif_module
 from vrex.emit import load_config
 
 __all__ = ["bench_block", "benched_blocks", "main"]
 
 
 def _bench_module(name: str) -> str:
-    from rtl import BLOCKS
-    return BLOCKS[name].verif_module(name, "bench")
+    return verif_module(name, "bench")
 
 
 def benched_blocks() -> list[str]:

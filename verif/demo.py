@@ -89,10 +89,9 @@ def _build(name: str, point: str = "default") -> Path:
 def _check(name: str, cfg, tests: str, extra_env: dict | None = None,
            point: str = "default") -> tuple[bool, str]:
     """Run block ``name``'s testbench tests ``tests`` under Verilator; (passed, detail)."""
-    from rtl import BLOCKS
-    from verif.lib.runner import failures, run_cocotb
+    from verif.lib.runner import failures, run_cocotb, verif_module
     build = _build(name, point)
-    results = run_cocotb(name, cfg, test_module=BLOCKS[name].verif_module(name, "tb"),
+    results = run_cocotb(name, cfg, test_module=verif_module(name, "tb"),
                          build_dir=build, test_filter=tests, extra_env=extra_env,
                          check_lint=False)
     msg = failures(results, build)

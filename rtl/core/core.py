@@ -5,9 +5,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, signed
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2, exact_log2
+from amaranth.utils import exact_log2
 
 from vrex import regmap
 from vrex.rules import ParameterError

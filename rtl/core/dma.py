@@ -5,7 +5,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2, exact_log2
+from amaranth.utils import exact_log2
 
 from ..kvmu.axi import axi4_master_members, burst_beats
 

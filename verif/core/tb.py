@@ -19,7 +19,6 @@ from verif.core.e2e import (SYNTH, Observed, compare_run, failed_fetches, plan_s
                              synthetic_stream)
 from verif.kvmu.tb import FaultRam
 from verif.lib.cocotb_tb import CLOCK_NS, Ticker, cycle_now, until_cycle
-from verif.lib.pauses import pause
 from verif.lib.runner import tb_config
 from rtl.core import map as core_map
 from vrex import regmap

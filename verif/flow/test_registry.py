@@ -3,6 +3,7 @@ section, and Verilog that emits and lints clean (the layers: test_layers.py)."""
 import pytest
 
 from rtl import BLOCKS
+from verif.lib.runner import verif_module
 from verif.lib.traces import ROOT
 from vrex.config import SECTIONS, Config
 from vrex.emit import lint, write_verilog
@@ -16,7 +17,7 @@ def test_block_has_every_role(block):
     assert (ROOT / "golden" / f"{g}.py").exists(), f"golden/{g}.py: its block model"
     for f in ("__init__.py", "model.py", "test_sim.py", "test_verilog.py"):
         assert (ROOT / "verif" / g / f).exists(), f"verif/{g}/{f}"
-    tb = b.verif_module(block, "tb").split(".")[-1]
+    tb = verif_module(block, "tb").split(".")[-1]
     assert (ROOT / "verif" / g / f"{tb}.py").exists(), f"verif/{g}/{tb}.py"
     assert g in SECTIONS, f"the Config has no section {g!r}"
     assert (ROOT / "docs" / f"{g}.md").exists(), f"docs/{g}.md: its page"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rtl import HashClusterUnit
+from rtl import HashClusterUnit, Synthesis
 from synth.run import BANNER, synth_block, write_reports
 from vrex.config import Config
 
@@ -15,7 +15,7 @@ def test_synth_flow_small_hcu():
     out = ROOT / "build" / "synth_test" / "hcu_small"
     cfg = Config(n_hp=8, hcu_lanes=4, window=16, n_layers=2)
     block = HashClusterUnit.from_config(cfg)
-    r = synth_block("hcu", block, out, pnr=False, bram_outreg=True)
+    r = synth_block("hcu", block, out, pnr=False, how=Synthesis(bram_outreg=True))
     assert r["memory_bits"] == 2 * 16 * (27 + 18)       # 9-bit bytes: hash + step, count
     # (the hash/step and count memories; Yosys may split one by its unused pad bits)
     assert r["cells"] > 200 and r["cells_by_type"].get("$mem_v2", 0) >= 2
@@ -65,8 +65,8 @@ def test_core_total_adds_the_blocks_to_the_core_logic():
 
 
 def test_synth_many_runs_blocks_side_by_side_longest_first(monkeypatch, tmp_path):
-    """Blocks go to forked workers longest first (:data:`synth.run.LONGEST_FIRST`, a block not
-    listed first of all); every result comes back under its own name, in the caller's order,
+    """Blocks go to forked workers longest first (their registry entries' minutes, a block not
+    registered first of all); every result comes back under its own name, in the caller's order,
     and ``done`` hears of each block once; a block's error reaches the caller."""
     import multiprocessing as mp
     import os

@@ -14,9 +14,21 @@ from vrex.config import Config
 
 from .ccache import CCACHE_ENV, ccache_environ
 
-__all__ = ["run_cocotb", "run_point", "build_points", "tb_config", "failures", "ROOT"]
+__all__ = ["run_cocotb", "run_point", "build_points", "tb_config", "failures", "verif_module",
+           "ROOT"]
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def verif_module(block: str, role: str) -> str:
+    """The module of ``role`` (``tb``, ``bench``) for a registered block: ``verif.<group>.<role>``,
+    or ``verif.<group>.<role>_<part>`` for the block ``<group>_<part>`` of a group of several
+    (docs/adding-a-block.md)."""
+    from rtl import BLOCKS
+    group = BLOCKS[block].group
+    if block == group:
+        return f"verif.{group}.{role}"
+    return f"verif.{group}.{role}_{block.removeprefix(group + '_')}"
 
 
 def tb_config() -> Config:
@@ -150,9 +162,8 @@ def run_point(block: str, point: str, cfg: Config, test_filter: str | None = Non
     ``build/sim/<block>/<point>/``; fail the calling pytest test naming every failed cocotb
     test. The points of ``BUILD_POINTS`` build with their options."""
     import pytest
-    from rtl import BLOCKS
     build = ROOT / "build" / "sim" / block / point
-    results = run_cocotb(block, cfg, test_module=BLOCKS[block].verif_module(block, "tb"),
+    results = run_cocotb(block, cfg, test_module=verif_module(block, "tb"),
                          build_dir=build, test_filter=test_filter, extra_env=extra_env,
                          **BUILD_POINTS.get((block, point), {}))
     if msg := failures(results, build):
