@@ -73,9 +73,9 @@ class WicsumThresholdUnit(wiring.Component):
     and memory fixed; tiling a long row would change its WiCSum, since the buckets span the
     whole row's score range).
 
-    Timing (:meth:`schedule` gives it cycle for cycle; docs/wtu.md): with ``nb = ceil(n /
-    lanes)``, a row's walk reads ``ceil(visited / P)`` passes of ``nb`` words, each decided
-    :attr:`walk_overhead` cycles after its last read (the other rows' passes read meanwhile);
+    Timing (``verif.wtu.timing.schedule`` steps it cycle for cycle; docs/wtu.md): with
+    ``nb = ceil(n / lanes)``, a row's walk reads ``ceil(visited / P)`` passes of ``nb``
+    words, each decided :attr:`walk_overhead` cycles after its last read (the other rows' passes read meanwhile);
     receiving takes ``nb``, marking ``nb + 1`` (2 for a row that selects nothing), beside the
     walk; a row reaches the walk :attr:`receive_latency` cycles after its last beat, and the
     walk takes a row at most every other cycle; a head's emission takes 4
@@ -205,18 +205,6 @@ class WicsumThresholdUnit(wiring.Component):
         """Cycles to emit a head whose rows touched ``words`` union words (the longest row's
         beats) and selected ``selected`` ids, ``o`` ready."""
         return 4 * words + selected + 2
-
-    def schedule(self, rows, head_selected, *, clearing: int = 0) -> dict:
-        """The unit's timing, cycle for cycle, with the input always valid and ``o`` always
-        ready, from the golden model's per-row results.
-
-        ``rows``: ``(n, visited, refused, any_valid, head_last)`` per row in order;
-        ``head_selected``: the selected ids per head. Returns ``first_beats`` (the cycle each
-        row's first beat is taken, from the first row's at 0; ``clearing``: the cycles the
-        marker still spends clearing the union after that), ``closes`` (the cycle of each
-        head's closing beat), ``busy`` (what the ``busy`` counter counts) and ``done`` (the
-        cycle after the last closing beat)."""
-        return _schedule(self, rows, head_selected, clearing)
 
     def elaborate(self, platform):
         m = Module()
@@ -1040,154 +1028,3 @@ class WicsumThresholdUnit(wiring.Component):
         # counted a cycle later, from a register (the stages' flags stay out of the counter)
         busy_r = Signal()
         m.d.sync += [busy_r.eq(busy), self.perf.busy.eq(self.perf.busy + busy_r)]
-
-
-def _schedule(u, rows, head_selected, clearing) -> dict:
-    """:meth:`WicsumThresholdUnit.schedule`: the RTL's stage rules stepped a cycle at a time
-    (the state at the start of a cycle decides what each stage does in it)."""
-    N, D, P, NB = u.lanes, u.row_entries // u.lanes, u.pass_buckets, u.CODE_BANKS
-    C = u.WALK_CONTEXTS
-    rows = [dict(nb=max(1, -(-n // N)), skip=bool(refused) or not any_valid,
-                 passes=u.passes(v), head_last=hl)
-            for n, v, refused, any_valid, hl in rows]
-    emits, words, sel = [], 0, iter(head_selected)
-    for r in rows:
-        r["stored"] = min(r["nb"], D)
-        if r["nb"] <= D:
-            words = max(words, r["stored"])
-        if r["head_last"]:
-            emits.append(u.emit_cycles(words, len(next(sel))))
-            words = 0
-    emits = iter(emits)
-    first_beats, closes, takes, busy, trace = [], [], {}, 0, []
-    r_row = r_beat = inflight = occupied = 0       # receive
-    fifo = []                                      # (ready cycle, row) for the walk
-    ctx = [None] * C         # walk contexts: {row, state PEND/ISSUE/DRAIN, read, done, last}
-    cur = 0
-    issuing = False
-    rel, rp = [False] * NB, 0      # banks whose rows' words wait for release; the next one
-    took = False                                   # the walk took a row last cycle
-    push = None              # (bank, row) to the marker: in its slot the next cycle
-    next_bank, used, slot = 0, [False] * NB, [None] * NB
-    m_state, m_end, m_bank = "IDLE", 0, 0          # marker: IDLE, MARK or EMIT until m_end
-    t = 0
-    while True:
-        now = [None if c is None else dict(c) for c in ctx]
-        slot_now, used_now, rel_now = list(slot), list(used), list(rel)
-        d_inflight = d_occupied = d_release = 0
-        # receive: a beat a cycle while the ring has room and fewer than ROWS_AHEAD rows wait
-        if (r_row < len(rows) and (r_beat > 0 or inflight < u.ROWS_AHEAD)
-                and (occupied < D or r_beat >= D)):
-            r = rows[r_row]
-            if r_beat == 0:
-                first_beats.append(t)
-                d_inflight += 1
-            d_occupied += r_beat < D
-            takes[t] = r_beat == r["nb"] - 1
-            if takes[t]:
-                fifo.append((t + u.receive_latency, r_row))
-                r_row, r_beat = r_row + 1, 0
-            else:
-                r_beat += 1
-        # a beat in the receive pipeline (take to r), a row's last one in s1 to s4
-        pipe = 4 + u.tree_stages                    # take, p1, p2, the trees' stages, r
-        b = (any(t - k in takes for k in range(pipe))
-             or any(takes.get(t - k, False) for k in range(pipe, u.receive_latency))
-             or any(f[0] <= t for f in fifo) or any(c is not None for c in now)
-             or any(s is not None for s in slot_now))
-        # the push register into its slot
-        if push is not None:
-            pb, k = push
-            slot[pb] = k
-            rel[pb] = True
-            push = None
-        # walk: a drained pass decides (never two in a cycle)
-        deciding = None
-        for c in range(C):
-            x = now[c]
-            if x is not None and x["state"] == "DRAIN" and t >= x["last"] + u.walk_overhead:
-                deciding = c
-                break
-        if deciding is not None:
-            x = ctx[deciding]
-            x["done"] += 1
-            if x["done"] == rows[x["row"]]["passes"]:
-                push = (x["bank"], x["row"])
-                ctx[deciding] = None
-            else:
-                x["state"] = "PEND"
-        # walk: the read port
-        if issuing:
-            x, r = ctx[cur], rows[ctx[cur]["row"]]
-            x["read"] += 1
-            if x["read"] == r["stored"]:
-                x["state"], x["last"], issuing = "DRAIN", t, False
-        else:
-            pend = [c for c in range(C) if now[c] is not None and now[c]["state"] == "PEND"]
-            if pend:
-                p = min(pend, key=lambda c: now[c]["row"])      # the oldest row
-                x, r = ctx[p], rows[ctx[p]["row"]]
-                x["read"] = 1
-                if r["stored"] == 1:
-                    x["state"], x["last"] = "DRAIN", t
-                else:
-                    x["state"], issuing, cur = "ISSUE", True, p
-        # walk: the ring's words back in the banks' (the rows') order, one bank a cycle
-        if rel_now[rp]:
-            d_release = rows[slot_now[rp]]["stored"]     # (the slot's row: it is still there)
-            rel[rp], rp = False, (rp + 1) % NB
-        # walk: a new row from the queue into a free context and the next bank
-        took_now, took = took, False
-        if fifo and fifo[0][0] <= t and not used_now[next_bank] and not took_now:
-            k = fifo[0][1]
-            r = rows[k]
-            free = [c for c in range(C) if now[c] is None]
-            if r["skip"] and deciding is None:
-                fifo.pop(0)
-                push = (next_bank, k)
-            elif not r["skip"] and free:
-                fifo.pop(0)
-                ctx[free[0]] = dict(row=k, state="PEND", read=0, done=0, last=0,
-                                    bank=next_bank)
-            else:
-                k = None
-            if k is not None:
-                d_inflight -= 1
-                took = True
-                used[next_bank] = True
-                next_bank = (next_bank + 1) % NB
-        # mark and emit
-        end = None
-        if m_state == "IDLE" and slot_now[m_bank] is not None and t >= clearing:
-            k = slot_now[m_bank]
-            if rows[k]["skip"]:
-                m_state, m_end = "MARK", t + 1
-            else:
-                m_state, m_end = "MARK", t + rows[k]["stored"]
-        elif m_state == "MARK":
-            b = True
-            if t == m_end:
-                end = t
-        elif m_state == "EMIT":
-            b = True
-            if t == m_end:
-                m_state = "IDLE"
-                closes.append(t)
-        if end is not None:
-            k = slot_now[m_bank]
-            slot[m_bank], used[m_bank] = None, False
-            m_bank = (m_bank + 1) % NB
-            if rows[k]["head_last"]:
-                m_state, m_end = "EMIT", t + next(emits)
-            else:
-                m_state = "IDLE"
-        inflight += d_inflight
-        occupied += d_occupied - d_release
-        busy += b
-        trace.append(int(b))
-        t += 1
-        if (r_row == len(rows) and not fifo and ctx == [None] * C and push is None
-                and m_state == "IDLE"
-                and all(s is None for s in slot)):
-            return {"first_beats": first_beats, "closes": closes, "busy": busy, "done": t,
-                    "trace": trace}

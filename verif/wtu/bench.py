@@ -4,7 +4,7 @@ Rows stream with the input always valid and ``o`` always ready. A row's cycles a
 between the transfers of its first beat and the next row's first beat (rows of one head), and
 over a whole run: from the first row's first beat to the last head's closing beat, divided by
 the rows (every head's emission included), from the unit's own timing model
-(:meth:`WicsumThresholdUnit.schedule`), whose first beats and busy cycles are checked equal to
+(:func:`verif.wtu.timing.schedule`), whose first beats and busy cycles are checked equal to
 the RTL's on the same run. Writes ``BENCH_OUT`` (JSON, with the Config it
 measured).
 :func:`summary` turns the report into the lines ``make bench`` and ``make demo`` print.
@@ -21,6 +21,7 @@ from golden.wtu import sort_baseline_cycles
 from verif.lib.throughput import per_us
 from verif.lib.traces import bundled
 from verif.wtu.model import first_beat_index, random_rows, schedule_rows, trace_rows
+from verif.wtu.timing import schedule
 from verif.wtu.tb import WtuTB
 
 
@@ -30,7 +31,7 @@ async def _rows_cycles(tb, heads, th_r):
     _, ref, delta, _ = await tb.run(heads, th_r)
     firsts = first_beat_index(heads, tb.model.lanes)
     starts = [tb.source["i"].cycles[i] for i in firsts]
-    sched = tb.model.schedule(schedule_rows(heads, ref), ref.heads)
+    sched = schedule(tb.model, schedule_rows(heads, ref), ref.heads)
     # the model's first beats and busy cycles are the RTL's, so its last closing beat is
     assert [s - starts[0] for s in starts] == sched["first_beats"]
     assert delta["busy"] == sched["busy"], (delta["busy"], sched["busy"])

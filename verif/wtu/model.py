@@ -98,7 +98,7 @@ def trace_rows(trace, qt, preset: str, cfg, *, n_groups: int):
 
 
 def schedule_rows(heads, ref):
-    """The rows of ``heads`` as :meth:`WicsumThresholdUnit.schedule` takes them, with the
+    """The rows of ``heads`` as :func:`verif.wtu.timing.schedule` takes them, with the
     golden result ``ref``: ``(n, visited, refused, any_valid, head_last)`` per row."""
     rows = [(len(r.score), bool(r.valid.any()), k == len(h) - 1)
             for h in heads for k, r in enumerate(h)]

@@ -17,6 +17,7 @@ from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare, compare_counters
 from verif.wtu.model import (all_beats, expected, first_beat_index, random_rows,
                               schedule_rows)
+from verif.wtu.timing import schedule
 
 COUNTERS = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused")
 NAMED = named(CROSSINGS)
@@ -187,7 +188,7 @@ async def reset_mid_row(dut):
 @cocotb.test()
 async def row_cycles(dut):
     """With o ready and no idle cycles, the busy cycles, each row's first beat and each head's
-    closing beat fall where :meth:`schedule` says."""
+    closing beat fall where :func:`verif.wtu.timing.schedule` says."""
     tb = WtuTB(dut)
     await tb.start()
     m = tb.model
@@ -195,7 +196,7 @@ async def row_cycles(dut):
     heads = [random_rows(rng, 4, n) for n in (1, m.lanes + 1, min(m.row_entries, 200))]
     heads.insert(1, [Row([], [], [])])
     _, ref, perf, err = await tb.run(heads, 0.3)
-    sched = m.schedule(schedule_rows(heads, ref), ref.heads)
+    sched = schedule(m, schedule_rows(heads, ref), ref.heads)
     assert perf["busy"] == sched["busy"], (perf["busy"], sched["busy"])
     starts = tb.source["i"].cycles
     firsts = [starts[i] - starts[0] for i in first_beat_index(heads, m.lanes)]

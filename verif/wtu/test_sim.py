@@ -11,6 +11,7 @@ from vrex.config import Config
 from vrex.rules import ParameterError
 
 from .model import all_beats, expected, random_rows, schedule_rows
+from .timing import schedule
 
 COUNTERS = ("rows", "buckets_visited", "buckets_skipped", "entries_read", "rows_refused")
 
@@ -117,8 +118,8 @@ def test_broken_framing_is_traced():
 
 def test_row_cycles():
     """With o ready and the input always valid, the busy cycles and the cycles between heads'
-    closing beats are :meth:`schedule`'s, on rows of one beat to the whole memory, heads of one
-    to six rows, several passes a row, refused and empty rows."""
+    closing beats are :func:`verif.wtu.timing.schedule`'s, on rows of one beat to the whole
+    memory, heads of one to six rows, several passes a row, refused and empty rows."""
     for cfg, lens in ((point(wtu_lanes=4, buckets=8, wtu_row_entries=64), (1, 7, 33, 64)),
                       (point(wtu_lanes=4, buckets=16, wtu_pass_buckets=2,
                              wtu_row_entries=64, th_r=0.9), (3, 20, 64, 65)),
@@ -131,7 +132,7 @@ def test_row_cycles():
         regs = [(getattr(dut, k), v) for k, v in cfg.block_registers("wtu").items()]
         _, when, info = run_streams(dut, all_beats(heads, dut.lanes), len(want), regs=regs)
         # the first beat goes in with the first cycle after reset, the union still clearing
-        sched = dut.schedule(schedule_rows(heads, ref), ref.heads, clearing=dut.clear_cycles)
+        sched = schedule(dut, schedule_rows(heads, ref), ref.heads, clearing=dut.clear_cycles)
         closes = [w for w, b in zip(when, want) if b["last"]]
         assert info["busy"] == sched["busy"]
         assert np.diff(closes).tolist() == np.diff(sched["closes"]).tolist()
