@@ -63,10 +63,10 @@ class WicsumThresholdUnit(wiring.Component):
     Timing (``verif.wtu.timing.schedule`` steps it cycle for cycle; docs/wtu.md): with
     ``nb = ceil(n / lanes)``, a row's walk reads ``ceil(visited / P)`` passes of ``nb``
     words, each decided :attr:`walk_overhead` cycles after its last read (the other rows'
-    passes read meanwhile); receiving takes ``nb``, marking ``nb + 1`` (2 for a row that selects nothing), beside the
-    walk; a row reaches the walk :attr:`receive_latency` cycles after its last beat, and the
-    walk takes a row at most every other cycle; a head's emission takes 4
-    cycles per union word touched, one per selected id, plus 2.
+    passes read meanwhile); receiving takes ``nb``, marking ``nb + 1`` (2 for a row that
+    selects nothing), beside the walk; a row reaches the walk :attr:`receive_latency`
+    cycles after its last beat, and the walk takes a row at most every other cycle; a head's
+    emission takes 4 cycles per union word touched, one per selected id, plus 2.
 
     Parameters (keyword-only, all required; :meth:`from_config` takes them from the build's
     ``Config``; checked by ``vrex.rules.wtu_rules`` with exact messages)
