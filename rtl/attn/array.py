@@ -1,8 +1,6 @@
 """The systolic int8 array: output-stationary N x N multiply-accumulate cells."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -129,67 +127,69 @@ class SystolicArray(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        x = SimpleNamespace()            # the signals the sections below share
-        x.take = Signal()
+        take = Signal()
         # the queue has room for one more tile's rows: a register marked to stay apart from
         # the rows-owed count's own copy (see _drain)
-        x.room = Signal(init=1, name="room", attrs=KEEP_COPY)
-        m.d.comb += self.room.eq(x.room)
-        m.d.comb += [self.i.ready.eq(~self.i.payload.last | x.room),
-                     x.take.eq(self.i.valid & self.i.ready)]
-        x.flags_t = data.StructLayout({"valid": 1, "first": 1, "last": 1})
-        self._skew(m, x)
-        self._cells(m, x)
-        self._drain(m, x)
-        self._counters(m, x)
+        room = Signal(init=1, name="room", attrs=KEEP_COPY)
+        m.d.comb += self.room.eq(room)
+        m.d.comb += [self.i.ready.eq(~self.i.payload.last | room),
+                     take.eq(self.i.valid & self.i.ready)]
+        flags_t = data.StructLayout({"valid": 1, "first": 1, "last": 1})
+        a_in, b_in = self._skew(m, take, flags_t)
+        res, done, completing = self._cells(m, a_in, b_in, flags_t)
+        self._drain(m, res, done, completing, room)
+        self._counters(m, take)
         return m
 
-    def _skew(self, m, x):
-        """a[r] through r + 1 registers with the beat's flags, b[c] through c + 1."""
+    def _skew(self, m, take, flags_t):
+        """a[r] through r + 1 registers with the beat's flags, b[c] through c + 1: each row's
+        ``(a, flags)`` and each column's ``b`` as they enter the cells."""
         n = self._n
-        x.a_in, x.b_in = [], []
+        a_in, b_in = [], []
         for r in range(n):
-            v, f = self.i.payload.a[r], Signal(x.flags_t, name=f"skew_a_flags_in_{r}")
-            m.d.comb += [f.valid.eq(x.take), f.first.eq(self.i.payload.first),
+            v, f = self.i.payload.a[r], Signal(flags_t, name=f"skew_a_flags_in_{r}")
+            m.d.comb += [f.valid.eq(take), f.first.eq(self.i.payload.first),
                          f.last.eq(self.i.payload.last)]
             for d in range(r + 1):
                 rv = Signal(signed(self._a_bits), name=f"skew_a_{r}_{d}")
-                rf = Signal(x.flags_t, name=f"skew_af_{r}_{d}")
+                rf = Signal(flags_t, name=f"skew_af_{r}_{d}")
                 m.d.sync += [rv.eq(v), rf.eq(f)]
                 v, f = rv, rf
-            x.a_in.append((v, f))
+            a_in.append((v, f))
         for c in range(n):
             v = self.i.payload.b[c]
             for d in range(c + 1):
                 rv = Signal(signed(8), name=f"skew_b_{c}_{d}")
                 m.d.sync += rv.eq(v)
                 v = rv
-            x.b_in.append(v)
+            b_in.append(v)
+        return a_in, b_in
 
-    def _cells(self, m, x):
+    def _cells(self, m, a_in, b_in, flags_t):
         """The n x n cells: a right, b down, product, sum, result register; and each row's
-        completion, a cycle after its last cell's result (one row a cycle at most)."""
+        completion, a cycle after its last cell's result (one row a cycle at most). Returns
+        the results, each row's done flag and whether a row completes now."""
         n = self._n
-        x.res = [[None] * n for _ in range(n)]
-        x.done = [Signal(name=f"row_{r}_done") for r in range(n)]
+        res = [[None] * n for _ in range(n)]
+        done = [Signal(name=f"row_{r}_done") for r in range(n)]
         last_col = []
-        b_row = x.b_in
+        b_row = b_in
         for r in range(n):
-            a_v, a_f = x.a_in[r]
+            a_v, a_f = a_in[r]
             b_next = []
             for c in range(n):
                 b_v = b_row[c]
                 # the cell's registers pass a (with its flags) right and b down; the flags a
                 # cycle on are also the cell's own, for its registered product
-                na_f = Signal(x.flags_t, name=f"pe_{r}_{c}_af")
+                na_f = Signal(flags_t, name=f"pe_{r}_{c}_af")
                 m.d.sync += na_f.eq(a_f)
-                x.res[r][c] = self._cell(m, r, c, a_v, na_f, b_v)
+                res[r][c] = self._cell(m, r, c, a_v, na_f, b_v)
                 if c + 1 < n:
                     na_v = Signal(signed(self._a_bits), name=f"pe_{r}_{c}_a")
                     m.d.sync += na_v.eq(a_v)
                     a_v = na_v
                 else:
-                    m.d.sync += x.done[r].eq(na_f.valid & na_f.last)
+                    m.d.sync += done[r].eq(na_f.valid & na_f.last)
                     last_col.append(na_f.valid & na_f.last)
                 a_f = na_f
                 if r + 1 < n:
@@ -197,8 +197,9 @@ class SystolicArray(wiring.Component):
                     m.d.sync += nb.eq(b_v)
                     b_next.append(nb)
             b_row = b_next
-        x.completing = Signal()
-        m.d.comb += x.completing.eq(Cat(*last_col).any())
+        completing = Signal()
+        m.d.comb += completing.eq(Cat(*last_col).any())
+        return res, done, completing
 
     def _cell(self, m, r, c, a_v, p_f, b_v):
         """Cell (r, c): the product registered, then the sum under the beat's flags a cycle
@@ -215,7 +216,7 @@ class SystolicArray(wiring.Component):
             m.d.sync += res.eq(total)
         return res
 
-    def _drain(self, m, x):
+    def _drain(self, m, res, done, completing, room):
         """Every completed row goes into the row queue (a LUT RAM read without a clock), and
         ``o`` offers the queue's head: its results straight from the RAM, ``row`` and
         ``last`` from a counter (rows leave in order), ``valid`` from a registered flag (the
@@ -227,11 +228,11 @@ class SystolicArray(wiring.Component):
         n, q, acc_bits = self._n, self.queue_rows, self._acc_bits
         row_t = data.ArrayLayout(signed(acc_bits), n)
         put = Signal()                          # a row completes (registered)
-        m.d.sync += put.eq(x.completing)
+        m.d.sync += put.eq(completing)
         row = Signal(row_t)
         for c in range(n):
             m.d.comb += row[c].eq(reduce_tree(
-                m, [Mux(x.done[r], x.res[r][c], 0) for r in range(n)],
+                m, [Mux(done[r], res[r][c], 0) for r in range(n)],
                 lambda p_, q_: p_ | q_, f"drain_c{c}"))
         has, head, get = head_queue(m, "queue", row_t, q, put=put, data=row,
                                     ready=self.o.ready, valid_copies=self.o_valid_copy)
@@ -243,7 +244,7 @@ class SystolicArray(wiring.Component):
             m.d.sync += out_row.eq(out_row + 1)
             if n > 1:
                 m.d.sync += out_last.eq(out_row == n - 2)
-        x.drained = get
+        drained = get
         # The rows owed move by one of four steps (a tile's last beat in: +n; a row out: -1),
         # whose sums and room flags are worked out from the count alone, so the beat's take
         # and the row's leave only select among them; the take is spelled out from the
@@ -256,16 +257,16 @@ class SystolicArray(wiring.Component):
         m.d.comb += tile_in.eq(self.i.valid & self.i.payload.last & own_room)
 
         def step(value):
-            return Mux(tile_in, Mux(x.drained, value[3], value[2]),
-                       Mux(x.drained, value[1], value[0]))
+            return Mux(tile_in, Mux(drained, value[3], value[2]),
+                       Mux(drained, value[1], value[0]))
         deltas = (0, -1, n, n - 1)
         sums = [(owed + d)[:len(owed)] for d in deltas]
         rooms = [owed <= q - n - d for d in deltas]
-        m.d.sync += [owed.eq(step(sums)), x.room.eq(step(rooms)), own_room.eq(step(rooms))]
+        m.d.sync += [owed.eq(step(sums)), room.eq(step(rooms)), own_room.eq(step(rooms))]
 
-    def _counters(self, m, x):
+    def _counters(self, m, take):
         """busy: from a tile's first beat until its last row has left."""
-        n, perf, take = self._n, self.perf, x.take
+        perf = self.perf
         in_tile = Signal()
         # tiles whose last beat is in, not drained: at most the rows owed over n, plus one
         pending = Signal(range(self.queue_rows + 2))

@@ -2,11 +2,22 @@
 conditions come late in the cycle."""
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Mux, Signal
 
-__all__ = ["stepped_counter"]
+__all__ = ["stepped_counter", "SteppedCounter"]
+
+
+@dataclass(frozen=True)
+class SteppedCounter:
+    """A :func:`stepped_counter`: its position, its combinational next value, the step and
+    zero signals its caller drives, and its "at last" flags by key."""
+    pos: Signal
+    next: Signal
+    inc: Signal
+    zero: Signal
+    at: dict
 
 
 def stepped_counter(m, name: str, width: int, lasts: dict):
@@ -20,7 +31,7 @@ def stepped_counter(m, name: str, width: int, lasts: dict):
     conditions drive only multiplexer selects, not an increment and a compare in a row (for
     the clock). Like the comparison of a next value, the flags follow ``last`` a cycle
     behind when it changes, and are clear in the first cycle after reset. Returns a
-    namespace: ``pos``, ``next`` (the combinational next value), ``inc``, ``zero``, ``at``.
+    :class:`SteppedCounter`.
     """
     pos = Signal(width, name=name)
     nxt = Signal(width, name=f"{name}_next")
@@ -33,4 +44,4 @@ def stepped_counter(m, name: str, width: int, lasts: dict):
         flag = Signal(name=f"{name}_at_{key}")
         m.d.sync += flag.eq(Mux(zero, last == 0, Mux(inc, step == last, pos == last)))
         at[key] = flag
-    return SimpleNamespace(pos=pos, next=nxt, inc=inc, zero=zero, at=at)
+    return SteppedCounter(pos=pos, next=nxt, inc=inc, zero=zero, at=at)

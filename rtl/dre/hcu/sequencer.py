@@ -6,7 +6,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from ...lib import counter_layout
+from ...lib import copies, counter_layout
 from .signatures import WriteSignature
 from .tokens import beyond
 
@@ -14,6 +14,7 @@ __all__ = ["HcuSequencer", "SAVE", "LOAD", "FLUSH"]
 
 SAVE, LOAD, FLUSH = 0, 1, 2          # context commands on ``i_ctx`` (``op``)
 COUNTERS = ("busy", "stalled", "comparisons", "opened", "joined")
+LANE_COPIES = 4                 # registers that select a SAVE's entry from its row
 
 
 class HcuSequencer(wiring.Component):
@@ -212,6 +213,7 @@ class HcuSequencer(wiring.Component):
         with m.State("X_DECODE"):
             m.d.comb += self.refuse.eq(bad)
             mv.start(mv.n, bad)
+            mv.restart()
             m.d.sync += [mv.ci.eq(0), mv.rem_none.eq(bad | (mv.n == 0)),
                          mv.ci_row_end.eq(N == 1), s.ci_lane.eq(1)]
             with m.Switch(cmd.op):
@@ -360,10 +362,30 @@ class _Move:
         hdr_word = Signal(seq._header)
         m.d.comb += [hdr_word.n_open.eq(Mux(self.bad, 0, self.n)),
                      hdr_word.last_step.eq(Mux(self.bad, 0, seq.ctx_last_step))]
-        lane = self.ci[:lane_log] if lane_log else Const(0, 1)
-        m.d.comb += seq.o_ctx.payload.eq(
-            Mux(s.x_hdr, hdr_word.as_value(),
-                seq.row.as_value().word_select(lane, seq._entry.size)))
+        m.d.comb += seq.o_ctx.payload.eq(Mux(s.x_hdr, hdr_word.as_value(),
+                                             self._entry_word(m, seq)))
+
+    def _entry_word(self, m, seq):
+        """Entry ci's lane of the row in p1. The lane is ``ci``'s low bits, taken from copies
+        of them (each loaded with ``ci``'s next low bits, so equal to them), each copy
+        selecting a share of the word's bits: the select of a 16-lane row fans out to every
+        bit of the word, and one register placed far from the multiplexer left too little of
+        the cycle for it."""
+        E, lane_log = seq._entry.size, self.lane_log
+        row = seq.row.as_value()
+        if not lane_log:
+            return row[:E]
+        self.lane_next = Signal(lane_log)
+        m.d.comb += self.lane_next.eq(self.ci[:lane_log])        # (held; moved in step)
+        k = min(LANE_COPIES, E)
+        sel = copies(m, self.lane_next, k, "ctx_lane")
+        cuts = [E * g // k for g in range(k + 1)]
+        return Cat(row.word_select(sel[g], E)[cuts[g]:cuts[g + 1]] for g in range(k))
+
+    def restart(self):
+        """ci back to entry 0 (its lane copies with it)."""
+        if self.lane_log:
+            self.m.d.comb += self.lane_next.eq(0)
 
     def start(self, count, refused=Const(0, 1)):
         """The image's length: min(count, window) entries, none if refused."""
@@ -373,6 +395,8 @@ class _Move:
 
     def step(self):
         N, lane_log = self.lanes, self.lane_log
+        if lane_log:
+            self.m.d.comb += self.lane_next.eq(self.ci[:lane_log] + 1)
         self.m.d.sync += [self.ci.eq(self.ci + 1), self.rem.eq(self.rem - 1),
                           self.rem_one.eq(self.rem == 2),
                           self.ci_row_end.eq((self.ci[:lane_log] == N - 2) if lane_log else 1),
