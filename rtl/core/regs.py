@@ -3,15 +3,14 @@ queue and the front-end checks of ``golden.core.check_descriptor``."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
+from dataclasses import dataclass
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vrex import regmap
 
-__all__ = ["CoreRegisters"]
+__all__ = ["CoreRegisters", "DescriptorCheck", "ErrorStatus"]
 
 _OKAY, _SLVERR = 0, 2
 _BUFFERS = ("q_addr", "k_addr", "k_hash_addr", "v_addr", "hp_addr", "o_addr", "sink_k_addr",
@@ -85,77 +84,51 @@ class CoreRegisters(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        x = SimpleNamespace()
-        self._queue(m, x)
-        self._errors(m, x)
-        self._bus(m, x)
-        self._check(m, x)
-        return m
-
-    # --- sections --------------------------------------------------------------------------
-    def _queue(self, m, x):
-        """The staging words, the descriptor FIFO (emptied by a soft reset)."""
-        x.flush = Signal()
+        flush = Signal()                    # a soft reset: the queue emptied, a new stream
         q = fifo.SyncFIFOBuffered(width=32 * regmap.DESC_WORDS, depth=self._queue_depth)
-        m.submodules.queue = x.q = ResetInserter(x.flush)(q)
+        m.submodules.queue = q = ResetInserter(flush)(q)
         m.d.comb += [self.o_desc.valid.eq(q.r_rdy), self.o_desc.payload.as_value().eq(
             q.r_data), q.r_en.eq(self.o_desc.ready)]
-        x.stage = Array(Signal(32, name=f"stage_{i}") for i in range(regmap.DESC_WORDS))
-        x.word = Signal(range(regmap.DESC_WORDS))
-        x.start = Signal()                  # the last word came: check the descriptor
-        x.checking = Signal()
+        m.submodules.check = chk = DescriptorCheck(
+            layers=self._layers, bus_bytes=self._bus_bytes, buffer_bytes=self._buffer_bytes,
+            hp_bytes=self._hp_bytes)
+        m.submodules.status = st = ErrorStatus()
+        wiring.connect(m, wiring.flipped(self.i_error), st.i_error)
+        full = Signal()
+        m.d.comb += [full.eq(q.level == self._queue_depth),
+                     q.w_data.eq(chk.push.data), q.w_en.eq(chk.push.valid),
+                     chk.flush.eq(flush), chk.io_base.eq(Cat(self.io_base_lo, self.io_base_hi)),
+                     chk.io_size.eq(self.io_size),
+                     st.refuse.eq(chk.refuse), st.refuse_code.eq(chk.refuse_code),
+                     st.refuse_version.eq(chk.refuse_version),
+                     st.full.eq(full), st.irq_enable.eq(self.irq_enable[:3]),
+                     st.done.eq(self.done), st.done_version.eq(self.done_version),
+                     self.irq.eq(st.irq)]
+        self._bus(m, _Host(chk=chk, st=st, level=q.level, full=full, flush=flush))
+        return m
 
-    def _errors(self, m, x):
-        """The first error since the last clear and the interrupt causes."""
-        x.code, x.err_version, x.err_addr = Signal(8), Signal(16), Signal(64)
-        x.irq_status = Signal(3)
-        x.raise_code = Signal(8)            # this cycle's error (0: none), with:
-        x.raise_version, x.raise_addr = Signal(16), Signal(64)
-        x.clear_error = Signal()
-        i = self.i_error
-        m.d.comb += i.ready.eq(1)
-        with m.If(i.valid):
-            m.d.comb += [x.raise_code.eq(i.payload.code), x.raise_version.eq(i.payload.version),
-                         x.raise_addr.eq(i.payload.addr)]
-        with m.If(x.clear_error):
-            m.d.sync += x.code.eq(0)
-        with m.Elif((x.raise_code != 0) & (x.code == 0)):
-            m.d.sync += [x.code.eq(x.raise_code), x.err_version.eq(x.raise_version),
-                         x.err_addr.eq(x.raise_addr)]
-        x.was_full = Signal()
-        full = x.q.level == self._queue_depth
-        m.d.sync += x.was_full.eq(full)
-        causes = Cat(self.done, x.raise_code != 0, x.was_full & ~full)
-        x.irq_clear = Signal(3)
-        m.d.sync += x.irq_status.eq((x.irq_status & ~x.irq_clear) | causes)
-        m.d.comb += self.irq.eq((x.irq_status & self.irq_enable[:3]).any())
-        x.desc_done = Signal(32)
-        x.desc_version = Signal(16)
-        with m.If(self.done):
-            m.d.sync += [x.desc_done.eq(x.desc_done + 1), x.desc_version.eq(self.done_version)]
-
-    def _read_value(self, x, reg):
+    def _read_value(self, h, reg):
         """What a read of ``reg`` returns."""
-        name = reg.name
+        name, st = reg.name, h.st
         if name == "ID" or name == "VERSION":
             return Const(reg.reset, 32)
         if name in ("BUILD0", "BUILD1"):
             return Const(self._build[name], 32)
         if name == "STATUS":
-            q = x.q.level
+            q = h.level
             return Cat(self.busy, q == 0, q == self._queue_depth, Const(0, 5), q[:8])
         if name == "ERROR_CODE":
-            return Cat(x.code, Const(0, 8), x.err_version)
+            return Cat(st.code, Const(0, 8), st.err_version)
         if name == "ERROR_ADDR_LO":
-            return x.err_addr[:32]
+            return st.err_addr[:32]
         if name == "ERROR_ADDR_HI":
-            return x.err_addr[32:]
+            return st.err_addr[32:]
         if name == "IRQ_STATUS":
-            return x.irq_status
+            return st.irq_status
         if name == "DESC_DONE":
-            return x.desc_done
+            return st.desc_done
         if name == "DESC_VERSION":
-            return x.desc_version
+            return st.desc_version
         if name.startswith("PERF_"):
             return self.perf_in[self._perf.index(name[5:].lower())]
         if reg.access == "RW":
@@ -164,14 +137,16 @@ class CoreRegisters(wiring.Component):
             return getattr(self, name.lower())
         return Const(0, 32)                      # WO
 
-    def _bus(self, m, x):
+    def _bus(self, m, h):
         """The AXI4-Lite slave: one write (AW and W taken in either order) and one read at a
-        time, each answered before the next is taken."""
+        time, each answered before the next is taken (none while a descriptor is checked:
+        STATUS then already counts it)."""
         s = lambda n: getattr(self, f"s_axil_{n}")
+        checking = h.chk.checking
         aw_have, w_have = Signal(), Signal()
         aw, wd, ws = Signal(12), Signal(32), Signal(4)
-        m.d.comb += [s("awready").eq(~aw_have & ~s("bvalid") & ~x.checking),
-                     s("wready").eq(~w_have & ~s("bvalid") & ~x.checking)]
+        m.d.comb += [s("awready").eq(~aw_have & ~s("bvalid") & ~checking),
+                     s("wready").eq(~w_have & ~s("bvalid") & ~checking)]
         with m.If(s("awvalid") & s("awready")):
             m.d.sync += [aw_have.eq(1), aw.eq(s("awaddr"))]
         with m.If(s("wvalid") & s("wready")):
@@ -188,10 +163,8 @@ class CoreRegisters(wiring.Component):
                         continue
                     with m.Case(r.offset >> 2):
                         m.d.sync += s("bresp").eq(_OKAY)
-                        self._write(m, x, r, wd, mask)
-        # reads
-        # no read while a descriptor is checked: STATUS then already counts it
-        m.d.comb += s("arready").eq(~s("rvalid") & ~x.checking)
+                        self._write(m, h, r, wd, mask)
+        m.d.comb += s("arready").eq(~s("rvalid") & ~checking)
         with m.If(s("rvalid") & s("rready")):
             m.d.sync += s("rvalid").eq(0)
         with m.If(s("arvalid") & s("arready")):
@@ -200,49 +173,83 @@ class CoreRegisters(wiring.Component):
                 for r in self.regs:
                     with m.Case(r.offset >> 2):
                         m.d.sync += [s("rresp").eq(_OKAY),
-                                     s("rdata").eq(self._read_value(x, r))]
+                                     s("rdata").eq(self._read_value(h, r))]
 
-    def _write(self, m, x, r, wd, mask):
+    def _write(self, m, h, r, wd, mask):
         name = r.name
         if name == "CTRL":
             m.d.sync += self.ctrl.eq((self.ctrl & ~mask) | (wd & mask & 0b101))
             with m.If(wd[1] & mask[1]):
-                m.d.comb += [self.soft_reset.eq(1), x.flush.eq(1), x.clear_error.eq(1)]
-                m.d.sync += x.word.eq(0)
+                m.d.comb += [self.soft_reset.eq(1), h.flush.eq(1), h.st.clear.eq(1)]
         elif name == "ERROR_CODE":
             with m.If(wd[0] & mask[0]):
-                m.d.comb += x.clear_error.eq(1)
+                m.d.comb += h.st.clear.eq(1)
         elif name == "IRQ_STATUS":
-            m.d.comb += x.irq_clear.eq(wd[:3] & mask[:3])
+            m.d.comb += h.st.irq_clear.eq(wd[:3] & mask[:3])
         elif name == "DESC_DATA":
-            with m.If(x.q.level == self._queue_depth):
-                m.d.comb += x.raise_code.eq(regmap.ERRORS["QUEUE_OVERFLOW"][0])
+            with m.If(h.full):
+                m.d.comb += h.st.overflow.eq(1)
             with m.Else():
-                m.d.sync += [x.stage[x.word].eq(wd), x.word.eq(x.word + 1)]
-                with m.If(x.word == regmap.DESC_WORDS - 1):
-                    m.d.sync += [x.word.eq(0), x.start.eq(1)]
+                m.d.comb += [h.chk.word_valid.eq(1), h.chk.word.eq(wd)]
         elif r.access == "RW":
             reg = getattr(self, name.lower())
             m.d.sync += reg.eq((reg & ~mask) | (wd & mask))
 
-    def _check(self, m, x):
-        """``golden.core.check_descriptor`` on the staged words, over three cycles (buffer
-        ends, comparisons, the decision); the bus takes no write meanwhile."""
+
+@dataclass(frozen=True)
+class _Host:
+    """What the bus reaches: the check, the status, the queue's level and fullness, the
+    soft reset's flush."""
+    chk: "DescriptorCheck"
+    st: "ErrorStatus"
+    level: object
+    full: Signal
+    flush: Signal
+
+
+class DescriptorCheck(wiring.Component):
+    """Descriptor words (``word_valid``, ``word``) gather in a staging buffer; the last one
+    starts the checks of ``golden.core.check_descriptor`` in its order, over three cycles
+    (``checking``: buffer ends, comparisons, the decision): a descriptor that fails is
+    refused (``refuse`` a cycle long, with its code and version), one that passes is pushed
+    (``push``, its words) and its layer's version kept (a later one may not be older).
+    ``flush`` (a soft reset) restarts the staging and forgets the versions."""
+
+    def __init__(self, *, layers: int, bus_bytes: int, buffer_bytes: dict, hp_bytes: int):
+        self._layers, self._bus_bytes = layers, bus_bytes
+        self._buffer_bytes, self._hp_bytes = buffer_bytes, hp_bytes
+        super().__init__({
+            "word_valid": In(1), "word": In(32), "flush": In(1),
+            "io_base": In(64), "io_size": In(32),
+            "checking": Out(1),
+            "push": Out(wiring.Signature({"valid": Out(1),
+                                          "data": Out(32 * regmap.DESC_WORDS)})),
+            "refuse": Out(1), "refuse_code": Out(8), "refuse_version": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        stage_w = Array(Signal(32, name=f"stage_{i}") for i in range(regmap.DESC_WORDS))
+        word = Signal(range(regmap.DESC_WORDS))
+        start = Signal()                    # the last word came: check the descriptor
+        with m.If(self.word_valid):
+            m.d.sync += [stage_w[word].eq(self.word), word.eq(word + 1)]
+            with m.If(word == regmap.DESC_WORDS - 1):
+                m.d.sync += [word.eq(0), start.eq(1)]
+        with m.If(self.flush):
+            m.d.sync += word.eq(0)
         f = {}
-        for word, name, lsb, width, _ in regmap.DESCRIPTOR:
-            lo = Cat(*[x.stage[word + k] for k in range((lsb + width + 31) // 32)])
+        for w, name, lsb, width, _ in regmap.DESCRIPTOR:
+            lo = Cat(*[stage_w[w + k] for k in range((lsb + width + 31) // 32)])
             f[name] = lo[lsb:lsb + width]
-        io_base = Cat(self.io_base_lo, self.io_base_hi)
         io_end = Signal(66)
-        m.d.comb += io_end.eq(io_base + self.io_size)
+        m.d.comb += io_end.eq(self.io_base + self.io_size)
         ends = {b: Signal(66, name=f"end_{b}") for b in _BUFFERS}
-        bad = SimpleNamespace(zero=Signal(), layer=Signal(), align=Signal(), window=Signal(),
-                              version=Signal())
         last = Array(Signal(16, name=f"last_version_{i}") for i in range(self._layers))
         stage = Signal(2)
-        m.d.comb += x.checking.eq(x.start | (stage != 0))
-        with m.If(x.start):
-            m.d.sync += [x.start.eq(0), stage.eq(1)]
+        m.d.comb += self.checking.eq(start | (stage != 0))
+        with m.If(start):
+            m.d.sync += [start.eq(0), stage.eq(1)]
             for b in _BUFFERS:
                 if b == "hp_addr":
                     size = self._hp_bytes
@@ -251,31 +258,92 @@ class CoreRegisters(wiring.Component):
                 else:
                     size = f["step_len"] * self._buffer_bytes[b]
                 m.d.sync += ends[b].eq(f[b] + size)
+        code = self._decide(m, f, ends, io_end, last, stage)
+        with m.If(stage == 2):
+            m.d.sync += stage.eq(0)
+            with m.If(code != 0):
+                m.d.comb += [self.refuse.eq(1), self.refuse_code.eq(code),
+                             self.refuse_version.eq(f["version"])]
+            with m.Else():
+                m.d.comb += [self.push.data.eq(Cat(*stage_w)), self.push.valid.eq(1)]
+                m.d.sync += last[f["layer"]].eq(f["version"])
+        with m.If(self.flush):              # a soft reset starts a new stream
+            m.d.sync += [v.eq(0) for v in last]
+        return m
+
+    def _decide(self, m, f, ends, io_end, last, stage):
+        """The comparisons (registered at stage 1) and the first failing check's code."""
+        io_base = self.io_base
+        bad = {k: Signal(name=f"bad_{k}") for k in ("zero", "layer", "align", "window",
+                                                    "version")}
+
         def used(b):        # the sink buffers only with sink tokens
             return (f["n_sink"] != 0) if b in _SINKS else Const(1, 1)
 
         with m.If(stage == 1):
             lg = (self._bus_bytes - 1).bit_length()
             m.d.sync += [
-                bad.zero.eq(f["step_len"] == 0),
-                bad.layer.eq(f["layer"] >= self._layers),
-                bad.align.eq(Cat(*[used(b) & (f[b][:lg] != 0) for b in _BUFFERS]).any()),
-                bad.window.eq(Cat(*[used(b) & ((f[b] < io_base) | (ends[b] > io_end))
-                                    for b in _BUFFERS]).any()),
-                bad.version.eq(f["version"] < last[f["layer"]]),
+                bad["zero"].eq(f["step_len"] == 0),
+                bad["layer"].eq(f["layer"] >= self._layers),
+                bad["align"].eq(Cat(*[used(b) & (f[b][:lg] != 0) for b in _BUFFERS]).any()),
+                bad["window"].eq(Cat(*[used(b) & ((f[b] < io_base) | (ends[b] > io_end))
+                                       for b in _BUFFERS]).any()),
+                bad["version"].eq(f["version"] < last[f["layer"]]),
                 stage.eq(2)]
-        with m.If(stage == 2):
-            e = regmap.ERRORS
-            code = Mux(bad.zero, e["DESC_ZERO_LENGTH"][0],
-                       Mux(bad.layer, e["DESC_UNKNOWN_LAYER"][0],
-                           Mux(bad.align, e["DESC_MISALIGNED"][0],
-                               Mux(bad.window, e["DESC_OUT_OF_WINDOW"][0],
-                                   Mux(bad.version, e["DESC_VERSION_BACKWARDS"][0], 0)))))
-            m.d.sync += stage.eq(0)
-            with m.If(code != 0):
-                m.d.comb += [x.raise_code.eq(code), x.raise_version.eq(f["version"])]
-            with m.Else():
-                m.d.comb += [x.q.w_data.eq(Cat(*x.stage)), x.q.w_en.eq(1)]
-                m.d.sync += last[f["layer"]].eq(f["version"])
-        with m.If(x.flush):                 # a soft reset starts a new stream
-            m.d.sync += [v.eq(0) for v in last]
+        e = regmap.ERRORS
+        return Mux(bad["zero"], e["DESC_ZERO_LENGTH"][0],
+                   Mux(bad["layer"], e["DESC_UNKNOWN_LAYER"][0],
+                       Mux(bad["align"], e["DESC_MISALIGNED"][0],
+                           Mux(bad["window"], e["DESC_OUT_OF_WINDOW"][0],
+                               Mux(bad["version"], e["DESC_VERSION_BACKWARDS"][0], 0)))))
+
+
+class ErrorStatus(wiring.Component):
+    """The first error since the last clear (``clear``) and the interrupt's causes.
+
+    An error comes from the sequencer (``i_error``), a descriptor word dropped on a full
+    queue (``overflow``) or a refused descriptor (``refuse``, which wins over the others in
+    its cycle; the overflow's over the sequencer's code, whose version and address stay).
+    ``irq_status`` gathers done, error and space (the queue has room again after being
+    full) until cleared (``irq_clear``); ``irq`` is its OR under ``irq_enable``. The
+    completions are counted (``desc_done``) and the last one's version kept."""
+
+    def __init__(self):
+        super().__init__({
+            "i_error": In(stream.Signature(data.StructLayout(
+                {"code": 8, "addr": 64, "version": 16}))),
+            "overflow": In(1), "refuse": In(1), "refuse_code": In(8), "refuse_version": In(16),
+            "clear": In(1), "irq_clear": In(3), "irq_enable": In(3), "full": In(1),
+            "done": In(1), "done_version": In(16),
+            "code": Out(8), "err_version": Out(16), "err_addr": Out(64),
+            "irq_status": Out(3), "irq": Out(1), "desc_done": Out(32), "desc_version": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        raise_code = Signal(8)              # this cycle's error (0: none), with:
+        raise_version, raise_addr = Signal(16), Signal(64)
+        i = self.i_error
+        m.d.comb += i.ready.eq(1)
+        with m.If(i.valid):
+            m.d.comb += [raise_code.eq(i.payload.code), raise_version.eq(i.payload.version),
+                         raise_addr.eq(i.payload.addr)]
+        with m.If(self.overflow):
+            m.d.comb += raise_code.eq(regmap.ERRORS["QUEUE_OVERFLOW"][0])
+        with m.If(self.refuse):
+            m.d.comb += [raise_code.eq(self.refuse_code),
+                         raise_version.eq(self.refuse_version)]
+        with m.If(self.clear):
+            m.d.sync += self.code.eq(0)
+        with m.Elif((raise_code != 0) & (self.code == 0)):
+            m.d.sync += [self.code.eq(raise_code), self.err_version.eq(raise_version),
+                         self.err_addr.eq(raise_addr)]
+        was_full = Signal()
+        m.d.sync += was_full.eq(self.full)
+        causes = Cat(self.done, raise_code != 0, was_full & ~self.full)
+        m.d.sync += self.irq_status.eq((self.irq_status & ~self.irq_clear) | causes)
+        m.d.comb += self.irq.eq((self.irq_status & self.irq_enable).any())
+        with m.If(self.done):
+            m.d.sync += [self.desc_done.eq(self.desc_done + 1),
+                         self.desc_version.eq(self.done_version)]
+        return m
