@@ -93,7 +93,7 @@ class CoreRegisters(wiring.Component):
             layers=self._layers, bus_bytes=self._bus_bytes, buffer_bytes=self._buffer_bytes,
             hp_bytes=self._hp_bytes)
         m.submodules.status = st = ErrorStatus()
-        wiring.connect(m, wiring.flipped(self.i_error), st.i_error)
+        wiring.connect(m, wiring.flipped(self.i_error), st.seq_error)
         full = Signal()
         m.d.comb += [full.eq(q.level == self._queue_depth),
                      q.w_data.eq(chk.push.data), q.w_en.eq(chk.push.valid),
@@ -102,8 +102,8 @@ class CoreRegisters(wiring.Component):
                      st.refuse.eq(chk.refuse), st.refuse_code.eq(chk.refuse_code),
                      st.refuse_version.eq(chk.refuse_version),
                      st.full.eq(full), st.irq_enable.eq(self.irq_enable[:3]),
-                     st.done.eq(self.done), st.done_version.eq(self.done_version),
-                     self.irq.eq(st.irq)]
+                     st.completed.eq(self.done), st.completed_version.eq(self.done_version),
+                     self.irq.eq(st.interrupt)]
         self._bus(m, _Host(chk=chk, st=st, level=q.level, full=full, flush=flush))
         return m
 
@@ -301,29 +301,30 @@ class DescriptorCheck(wiring.Component):
 class ErrorStatus(wiring.Component):
     """The first error since the last clear (``clear``) and the interrupt's causes.
 
-    An error comes from the sequencer (``i_error``), a descriptor word dropped on a full
+    An error comes from the sequencer (``seq_error``), a descriptor word dropped on a full
     queue (``overflow``) or a refused descriptor (``refuse``, which wins over the others in
     its cycle; the overflow's over the sequencer's code, whose version and address stay).
     ``irq_status`` gathers done, error and space (the queue has room again after being
-    full) until cleared (``irq_clear``); ``irq`` is its OR under ``irq_enable``. The
+    full) until cleared (``irq_clear``); ``interrupt`` is its OR under ``irq_enable``. The
     completions are counted (``desc_done``) and the last one's version kept."""
 
     def __init__(self):
         super().__init__({
-            "i_error": In(stream.Signature(data.StructLayout(
+            "seq_error": In(stream.Signature(data.StructLayout(
                 {"code": 8, "addr": 64, "version": 16}))),
             "overflow": In(1), "refuse": In(1), "refuse_code": In(8), "refuse_version": In(16),
             "clear": In(1), "irq_clear": In(3), "irq_enable": In(3), "full": In(1),
-            "done": In(1), "done_version": In(16),
+            "completed": In(1), "completed_version": In(16),
             "code": Out(8), "err_version": Out(16), "err_addr": Out(64),
-            "irq_status": Out(3), "irq": Out(1), "desc_done": Out(32), "desc_version": Out(16),
+            "irq_status": Out(3), "interrupt": Out(1), "desc_done": Out(32),
+            "desc_version": Out(16),
         })
 
     def elaborate(self, platform):
         m = Module()
         raise_code = Signal(8)              # this cycle's error (0: none), with:
         raise_version, raise_addr = Signal(16), Signal(64)
-        i = self.i_error
+        i = self.seq_error
         m.d.comb += i.ready.eq(1)
         with m.If(i.valid):
             m.d.comb += [raise_code.eq(i.payload.code), raise_version.eq(i.payload.version),
@@ -340,10 +341,10 @@ class ErrorStatus(wiring.Component):
                          self.err_addr.eq(raise_addr)]
         was_full = Signal()
         m.d.sync += was_full.eq(self.full)
-        causes = Cat(self.done, raise_code != 0, was_full & ~self.full)
+        causes = Cat(self.completed, raise_code != 0, was_full & ~self.full)
         m.d.sync += self.irq_status.eq((self.irq_status & ~self.irq_clear) | causes)
-        m.d.comb += self.irq.eq((self.irq_status & self.irq_enable).any())
-        with m.If(self.done):
+        m.d.comb += self.interrupt.eq((self.irq_status & self.irq_enable).any())
+        with m.If(self.completed):
             m.d.sync += [self.desc_done.eq(self.desc_done + 1),
-                         self.desc_version.eq(self.done_version)]
+                         self.desc_version.eq(self.completed_version)]
         return m

@@ -33,7 +33,7 @@ class _Regs:
         self.cl_lg = exact_log2(u._clusters)
         self.kbeats = -(-u._head_dim // u._bus_bytes)
         self._tables(u, m, L, depth)
-        self.cmd = Signal.like(u.i_cmd.payload)
+        self.cmd = Signal.like(u.cmd_in.payload)
         self.ct = Signal(L.ctab)
         self.bid = Signal(L.bid_bits)
         self.be = Signal(L.btab)
@@ -135,10 +135,10 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
             unit.CAND
         ab, bus = self._addr_bits, 8 * self._bus_bytes
         super().__init__({
-            "i_cmd": In(stream.Signature(cmd)), "i_data": In(stream.Signature(bus)),
-            "near_base": In(ab), "far_base": In(ab), "hc_base": In(ab),
-            "near_slots": In(bits_for(self._near_slots)), "far_slots": In(bits_for(self._blocks)),
-            "max_burst": In(9),
+            "cmd_in": In(stream.Signature(cmd)), "data_in": In(stream.Signature(bus)),
+            "reg_near_base": In(ab), "reg_far_base": In(ab), "reg_hc_base": In(ab),
+            "reg_near_slots": In(bits_for(self._near_slots)), "reg_far_slots": In(bits_for(self._blocks)),
+            "reg_max_burst": In(9),
             "araddr": Out(ab), "arlen": Out(8), "arvalid": Out(1),
             "awaddr": Out(ab), "awlen": Out(8), "awvalid": Out(1),
             "wdata": Out(bus), "wlast": Out(1), "wvalid": Out(1), "wready": In(1),
@@ -177,8 +177,8 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
         # offset in ADD_BASE (the bases are 4 KB aligned, so the offset's place in its page
         # is the address's), again in LEN after a burst that left beats, and in M_PICK for
         # a move (the shorter of its read's and its write's)
-        c.next_beats = burst_beats(m, c.addr, c.rem, self.max_burst, self._bus_bytes, "n")
-        c.next_dst_beats = burst_beats(m, c.dst, c.rem, self.max_burst, self._bus_bytes, "d")
+        c.next_beats = burst_beats(m, c.addr, c.rem, self.reg_max_burst, self._bus_bytes, "n")
+        c.next_dst_beats = burst_beats(m, c.dst, c.rem, self.reg_max_burst, self._bus_bytes, "d")
         with m.If(self.h_err_set):          # a keyed list's read failed (KvmuKeys)
             m.d.sync += c.h_err.eq(1)
         with m.If(c.rx):
@@ -191,7 +191,7 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
             self._write_states(m, c)
             self._move_states(m, c)
             with m.State("ADD_BASE"):
-                bases = Array([self.near_base, self.far_base, self.hc_base, self.hc_base])
+                bases = Array([self.reg_near_base, self.reg_far_base, self.reg_hc_base, self.reg_hc_base])
                 m.d.sync += [c.addr.eq(c.addr + bases[c.abase]),
                              c.dst.eq(c.dst + bases[c.dbase]), c.beats.eq(c.next_beats)]
                 self._return(m, c)
@@ -245,7 +245,7 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
                 m.next = "IDLE"
 
     def _decode_states(self, m, c):
-        cmd, i = c.cmd, self.i_cmd
+        cmd, i = c.cmd, self.cmd_in
         with m.State("IDLE"):
             m.d.comb += i.ready.eq(1)
             with m.If(i.valid):
@@ -267,10 +267,10 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
             bad_index = by_index & (low >= c.n_cand[c.ctx])
             m.d.sync += c.idx_bad.eq(bad_index)
             bad_cmd = bad_fields | bad_index
-            bad_reg = ((self.near_base[:12] != 0) | (self.far_base[:12] != 0) |
-                       (self.hc_base[:12] != 0) |
-                       (self.near_slots == 0) | (self.near_slots > self._near_slots) |
-                       (self.max_burst == 0) | (self.max_burst > self._max_burst))
+            bad_reg = ((self.reg_near_base[:12] != 0) | (self.reg_far_base[:12] != 0) |
+                       (self.reg_hc_base[:12] != 0) |
+                       (self.reg_near_slots == 0) | (self.reg_near_slots > self._near_slots) |
+                       (self.reg_max_burst == 0) | (self.reg_max_burst > self._max_burst))
             with m.If(cmd.op == self.CLEAR):
                 m.d.sync += c.init_i.eq(0)
                 m.next = "INIT"
@@ -296,8 +296,8 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
             with m.Else():
                 m.next = "F_START"
         with m.State("DRAIN"):
-            m.d.comb += self.i_data.ready.eq(c.drain != 0)
-            with m.If(self.i_data.valid & (c.drain != 0)):
+            m.d.comb += self.data_in.ready.eq(c.drain != 0)
+            with m.If(self.data_in.valid & (c.drain != 0)):
                 m.d.sync += c.drain.eq(c.drain - 1)
-            with m.If((c.drain == 0) | ((c.drain == 1) & self.i_data.valid)):
+            with m.If((c.drain == 0) | ((c.drain == 1) & self.data_in.valid)):
                 m.next = "IDLE"

@@ -1,4 +1,4 @@
-"""The KVMU's delivery: fetch bursts' R beats to ``o_kv``."""
+"""The KVMU's delivery: fetch bursts' R beats to ``o_beats``."""
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -14,11 +14,11 @@ __all__ = ["KvmuDelivery"]
 class KvmuDelivery(wiring.Component):
     """The fetch bursts asked for (``rq_valid``, ``rq_desc``: a burst's block, offset,
     beats and address, or a fetch's end), queued in order; their R beats (``r_go``, unless
-    the control takes R beats: ``own_r``) go to ``o_kv`` through one output register, each
+    the control takes R beats: ``own_r``) go to ``o_beats`` through one output register, each
     with its slot's token index (read from ``toks`` beside it); a fetch's end beat closes it
     (``stale``, or ``error`` after a failed read, whose remaining beats are read and
-    dropped). Latency: a beat is on ``o_kv`` the cycle after its R transfer. Throughput: a
-    beat a cycle while ``o_kv`` is ready."""
+    dropped). Latency: a beat is on ``o_beats`` the cycle after its R transfer. Throughput: a
+    beat a cycle while ``o_beats`` is ready."""
 
     COUNTERS = ("delivered_tokens", "bus_errors", "near_read_beats", "near_read_bytes",
                 "far_read_beats", "far_read_bytes")
@@ -32,7 +32,7 @@ class KvmuDelivery(wiring.Component):
             "own_r": In(1),
             "rvalid": In(1), "rdata": In(8 * bus_bytes), "rresp": In(2), "r_go": In(1),
             "rready": Out(1),
-            "o_kv": Out(stream.Signature(kv)),
+            "o_beats": Out(stream.Signature(kv)),
             "toks": In(memory.ReadPort.Signature(addr_width=ceil_log2(blocks * block_tokens),
                                                  shape=token_bits)),
             "r_err": Out(1), "r_err_addr": Out(addr_bits),
@@ -42,7 +42,7 @@ class KvmuDelivery(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        o, ev = self.o_kv, self.ev
+        o, ev = self.o_beats, self.ev
         m.submodules.rq = rq = fifo.SyncFIFOBuffered(width=self._desc.size,
                                                       depth=self._max_reads + 2)
         m.d.comb += [rq.w_data.eq(self.rq_desc), rq.w_en.eq(self.rq_valid),

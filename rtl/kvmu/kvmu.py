@@ -195,10 +195,10 @@ class KvMemoryManager(wiring.Component):
                                                  depth=self._blocks * self._bt, init=[])
         wiring.connect(m, ctl.toks, toks.write_port())
         wiring.connect(m, dl.toks, toks.read_port())
-        wiring.connect(m, wiring.flipped(self.i_cmd), ctl.i_cmd)
-        wiring.connect(m, wiring.flipped(self.i_data), ctl.i_data)
-        wiring.connect(m, wiring.flipped(self.i_version), vs.i_version)
-        wiring.connect(m, dl.o_kv, wiring.flipped(self.o_kv))
+        wiring.connect(m, wiring.flipped(self.i_cmd), ctl.cmd_in)
+        wiring.connect(m, wiring.flipped(self.i_data), ctl.data_in)
+        wiring.connect(m, wiring.flipped(self.i_version), vs.announce)
+        wiring.connect(m, dl.o_beats, wiring.flipped(self.o_kv))
         self._axi_channels(m, bus, dl, ks, ctl)
         self._join(m, bus, dl, vs, ks, ctl, er)
         self._counters(m, bus, dl, ks, ctl)
@@ -238,7 +238,7 @@ class KvMemoryManager(wiring.Component):
         bursts, the versions, the dividers, the candidate list's beats (the dividers' keyed
         ones, or the control's counts-only and end beats), the errors, busy."""
         a, o = self._axi, self.o_cand
-        m.d.comb += [getattr(ctl, n).eq(getattr(self, n)) for n in (
+        m.d.comb += [getattr(ctl, f"reg_{n}").eq(getattr(self, n)) for n in (
             "near_base", "far_base", "hc_base", "near_slots", "far_slots", "max_burst")]
         m.d.comb += [
             ctl.reads_out.eq(bus.reads_out), ctl.writes_out.eq(bus.writes_out),
@@ -254,14 +254,14 @@ class KvMemoryManager(wiring.Component):
             o.valid.eq(ks.o_valid | ctl.cand_valid),
             o.payload.eq(Mux(ctl.cand_valid, ctl.cand, ks.o)),
             ks.o_ready.eq(o.ready), ctl.cand_ready.eq(o.ready),
-            er.clear.eq(self.clear),
+            er.clr.eq(self.clear),
             er.ev0.eq(ctl.c_err), er.code0.eq(ctl.c_code), er.resp0.eq(ctl.c_resp),
             er.addr0.eq(ctl.c_addr),
             er.ev1.eq(dl.r_err), er.resp1.eq(a("rresp")), er.addr1.eq(dl.r_err_addr),
             er.ev2.eq(ks.k_err), er.resp2.eq(a("rresp")), er.addr2.eq(ks.k_err_addr),
             er.ev3.eq(vs.bad), er.ev4.eq(vs.back),
-            self.error.eq(er.error), self.error_code.eq(er.error_code),
-            self.error_resp.eq(er.error_resp), self.error_addr.eq(er.error_addr),
+            self.error.eq(er.sticky), self.error_code.eq(er.code),
+            self.error_resp.eq(er.resp), self.error_addr.eq(er.addr),
             self.busy.eq(ctl.working | er.pending)]
 
     def _counters(self, m, *parts):

@@ -95,7 +95,7 @@ class KvmuBus(wiring.Component):
 
 
 class KvmuVersions(wiring.Component):
-    """The newest version announced per layer on ``i_version``, for the stale check (read
+    """The newest version announced per layer on ``announce``, for the stale check (read
     for ``layer``: ``seen``, ``newest``); a layer beyond the build (``bad``) or a version
     older than the layer's newest (``back``) is ignored and reported; ``reset`` forgets
     every layer's."""
@@ -103,7 +103,7 @@ class KvmuVersions(wiring.Component):
     def __init__(self, *, layers: int, version_bits: int):
         self._layers, self._bits = layers, version_bits
         super().__init__({
-            "i_version": In(stream.Signature(data.StructLayout(
+            "announce": In(stream.Signature(data.StructLayout(
                 {"layer": 8, "version": version_bits}))),
             "reset": In(1), "layer": In(8),
             "seen": Out(1), "newest": Out(version_bits),
@@ -112,7 +112,7 @@ class KvmuVersions(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        v = self.i_version
+        v = self.announce
         newest = Array(Signal(self._bits, name=f"newest_{i}") for i in range(self._layers))
         seen = Array(Signal(name=f"seen_{i}") for i in range(self._layers))
         m.d.comb += v.ready.eq(1)
@@ -140,8 +140,8 @@ class KvmuErrors(wiring.Component):
 
     def __init__(self, *, sources: tuple, addr_bits: int):
         self._codes = sources
-        ports = {"clear": In(1), "pending": Out(1), "error": Out(1), "error_code": Out(4),
-                 "error_resp": Out(2), "error_addr": Out(addr_bits)}
+        ports = {"clr": In(1), "pending": Out(1), "sticky": Out(1), "code": Out(4),
+                 "resp": Out(2), "addr": Out(addr_bits)}
         for i, code in enumerate(sources):
             ports[f"ev{i}"] = In(1)
             ports[f"resp{i}"] = In(2)
@@ -155,21 +155,21 @@ class KvmuErrors(wiring.Component):
         regs = []
         for i, code in enumerate(self._codes):
             ev, code_r = Signal(name=f"e{i}_ev"), Signal(4, name=f"e{i}_code")
-            resp, addr = Signal(2, name=f"e{i}_resp"), Signal(len(self.error_addr),
+            resp, addr = Signal(2, name=f"e{i}_resp"), Signal(len(self.addr),
                                                               name=f"e{i}_addr")
-            m.d.sync += [ev.eq(getattr(self, f"ev{i}") & ~self.clear),
+            m.d.sync += [ev.eq(getattr(self, f"ev{i}") & ~self.clr),
                          code_r.eq(getattr(self, f"code{i}") if code is None else code),
                          resp.eq(getattr(self, f"resp{i}")),
                          addr.eq(getattr(self, f"addr{i}"))]
             regs.append((ev, code_r, resp, addr))
         m.d.comb += self.pending.eq(Cat(*[r[0] for r in regs]).any())
-        with m.If(self.clear):
-            m.d.sync += self.error.eq(0)
+        with m.If(self.clr):
+            m.d.sync += self.sticky.eq(0)
         with m.Elif(self.pending):
-            m.d.sync += self.error.eq(1)
-        with m.If(~self.clear & ~self.error):
+            m.d.sync += self.sticky.eq(1)
+        with m.If(~self.clr & ~self.sticky):
             for k, (ev, code, resp, addr) in enumerate(regs):
                 with (m.If if k == 0 else m.Elif)(ev):
-                    m.d.sync += [self.error_code.eq(code), self.error_resp.eq(resp),
-                                 self.error_addr.eq(addr)]
+                    m.d.sync += [self.code.eq(code), self.resp.eq(resp),
+                                 self.addr.eq(addr)]
         return m

@@ -54,7 +54,7 @@ class StoreStates:
             m.next = "S_ALLOC3"
         with m.State("S_ALLOC3"):
             nw = c.nw_q
-            with m.If(nw.valid & (c.far_count >= self.far_slots)):
+            with m.If(nw.valid & (c.far_count >= self.reg_far_slots)):
                 self._refuse_store(m, c, 9)
             with m.Elif(nw.valid):
                 m.d.sync += [c.victim.eq(nw.bid), c.bid.eq(nw.bid)]
@@ -84,7 +84,7 @@ class StoreStates:
                          c.ct_wr.data.head.eq(Mux(c.ct.valid, c.ct.head, nb))]
             m.d.sync += [c.ct.valid.eq(1), c.ct.tail.eq(nb),
                          c.ct.head.eq(Mux(c.ct.valid, c.ct.head, nb))]
-            last_slot = c.alloc_slot == self.near_slots - 1
+            last_slot = c.alloc_slot == self.reg_near_slots - 1
             m.d.sync += [c.target.eq(nb), c.tslot.eq(c.alloc_slot), c.tfill.eq(0), c.j.eq(0),
                          c.next_bid.eq(c.next_bid + 1),
                          c.alloc_slot.eq(Mux(last_slot, 0, c.alloc_slot + 1))]
@@ -103,7 +103,7 @@ class StoreStates:
     def _write_states(self, m, c):
         """Write the token's rows, one slot per head of the group, from ``i_data``; commit
         the slot (its token index, the block's fill) once every write answered OKAY."""
-        i = self.i_data
+        i = self.data_in
         with m.State("S_W_SETUP"):
             m.d.sync += [c.addr.eq(c.block_off(c.tslot, c.j) +
                                    (c.tfill << exact_log2(self.token_bytes))),

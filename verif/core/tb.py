@@ -95,10 +95,13 @@ class CoreTB:
         """The sequencer's and the blocks' states and the streams between them, for a
         hang's report."""
         d, out = self.dut, []
-        probes = [("seq", d.seq, "seq_state"), ("engine", d.engine, "cmd_fsm_state"),
-                  ("kvmu", d.kvmu, "fsm_state"), ("wtu", d.wtu, "fsm_state")]
-        for name, scope, sig in probes:
+        probes = [("seq", ("seq",), "seq_state"), ("engine", ("engine",), "cmd_fsm_state"),
+                  ("kvmu", ("kvmu", "control"), "fsm_state"), ("wtu", ("wtu", "mark"), "mark_state")]
+        for name, path, sig in probes:
             try:
+                scope = d
+                for part in path:
+                    scope = getattr(scope, part)
                 out.append(f"{name}.{sig}={int(getattr(scope, sig).value)}")
             except (AttributeError, ValueError):
                 pass

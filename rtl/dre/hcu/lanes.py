@@ -22,7 +22,7 @@ def popcount(m: Module, v, name: str, levels: int | None = None):
 class HcuLanes(wiring.Component):
     """Per lane of ``i_row``: the XOR-popcount of the entry's hash with the token's, the
     entry's eligibility (a slot the layer has opened, at most ``max_age`` steps old when
-    ``age_limit``) and its rank, on ``o``.
+    ``age_limit``) and its rank, on ``o_lanes``.
 
     Latency: two cycles (p2: the popcount's first half and the eligibility; s2: the
     distance, the popcount's adder ending in the register, whose synchronous reset is the
@@ -36,14 +36,14 @@ class HcuLanes(wiring.Component):
         super().__init__({
             "i_row": In(RowSignature(entry, lanes, beat_bits)),
             "hash": In(n_hp), "step": In(step_bits), "n_cur": In(id_bits),
-            "r": In(self._wlog), "max_age": In(step_bits), "age_limit": In(1),
-            "o": Out(LanesSignature(lane, lanes)),
+            "r": In(self._wlog), "oldest_age": In(step_bits), "age_on": In(1),
+            "o_lanes": Out(LanesSignature(lane, lanes)),
             "busy": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        row, o = self.i_row, self.o
+        row, o = self.i_row, self.o_lanes
         wlog, rlog, lane_log = self._wlog, self._rlog, (self._lanes - 1).bit_length()
         levels = ceil_log2(self._n_hp)
         p2_valid = Signal()
@@ -53,8 +53,8 @@ class HcuLanes(wiring.Component):
         # entry is young when step <= max_age, or without an age limit), both registered a
         # cycle after the token's start, before its first row reaches p1
         young_all, oldest = Signal(), Signal(len(self.step))
-        m.d.sync += [young_all.eq(~self.age_limit | (self.step <= self.max_age)),
-                     oldest.eq(self.step - self.max_age)]
+        m.d.sync += [young_all.eq(~self.age_on | (self.step <= self.oldest_age)),
+                     oldest.eq(self.step - self.oldest_age)]
         for j in range(self._lanes):
             e = row.row[j]
             slot = Signal(wlog, name=f"p1_slot_{j}")

@@ -48,10 +48,10 @@ class HcuSequencer(wiring.Component):
         super().__init__({
             "nxt": In(token_layout), "nxt_valid": In(1), "inb_valid": In(1),
             "nxt_layer": In(layer_bits), "i_valid": In(1),
-            "th_hd": In(dist_bits), "max_age": In(step_bits), "age_limit": In(1),
-            "i_ctx": In(stream.Signature(ctx_layout)),
-            "i_ctxd": In(stream.Signature(ctx_bits)),
-            "o_ctx": Out(stream.Signature(ctx_bits)),
+            "reg_th_hd": In(dist_bits), "reg_max_age": In(step_bits), "reg_age_limit": In(1),
+            "ctx_cmd": In(stream.Signature(ctx_layout)),
+            "ctx_in": In(stream.Signature(ctx_bits)),
+            "ctx_out": Out(stream.Signature(ctx_bits)),
             "o_valid": Out(1), "o_ready": In(1),
             "join": In(1), "opens": In(layers), "rows_busy": In(1),
             "row": In(data.ArrayLayout(entry, lanes)),
@@ -64,7 +64,7 @@ class HcuSequencer(wiring.Component):
             "ctx_busy": Out(1), "refuse": Out(1),
             "ctx_apply": Out(1), "ctx_layer": Out(layer_bits), "ctx_step": Out(step_bits),
             "w_load": Out(WriteSignature(entry, lanes, addr_bits)),
-            "perf": Out(self.perf_layout),
+            "counts": Out(self.perf_layout),
         })
 
     def elaborate(self, platform):
@@ -151,8 +151,8 @@ class HcuSequencer(wiring.Component):
             # the run-time registers, taken with a run's first token (and the first token
             # after reset), so a change while tokens are in flight applies from the next run
             with m.If(nxt.first | ~s.regs_taken):
-                m.d.sync += [self.th_hd_r.eq(self.th_hd), self.max_age_r.eq(self.max_age),
-                             self.age_limit_r.eq(self.age_limit), s.regs_taken.eq(1)]
+                m.d.sync += [self.th_hd_r.eq(self.reg_th_hd), self.max_age_r.eq(self.reg_max_age),
+                             self.age_limit_r.eq(self.reg_age_limit), s.regs_taken.eq(1)]
         m.d.sync += [s.idle.eq(0), s.ready.eq(0)]
 
     def _idle_state(self, m, s):
@@ -162,14 +162,14 @@ class HcuSequencer(wiring.Component):
             with m.If(self.nxt_valid):
                 m.d.sync += s.idle.eq(0)
                 m.next = "SCAN"
-            with m.Elif(self.i_ctx.valid & ~self.i_valid & ~self.inb_valid):
+            with m.Elif(self.ctx_cmd.valid & ~self.i_valid & ~self.inb_valid):
                 # a context command, between tokens (a waiting token goes first)
-                m.d.comb += self.i_ctx.ready.eq(1)
-                m.d.sync += [s.c_cmd.eq(self.i_ctx.payload), s.idle.eq(0)]
+                m.d.comb += self.ctx_cmd.ready.eq(1)
+                m.d.sync += [s.c_cmd.eq(self.ctx_cmd.payload), s.idle.eq(0)]
                 m.next = "X_DECODE"
 
     def _scan_states(self, m, s):
-        perf, cur, nxt = self.perf, self.cur, self.nxt
+        perf, cur, nxt = self.counts, self.cur, self.nxt
         # the pipeline holds a row of the token (as of the next cycle: every stage's valid
         # is the one before's, a cycle late)
         busy_rows = Signal()
@@ -228,9 +228,9 @@ class HcuSequencer(wiring.Component):
                                      self.ctx_step.eq(0)]
                     self._to_idle(m, s)
         with m.State("X_HEADER"):
-            m.d.comb += self.o_ctx.valid.eq(1)
+            m.d.comb += self.ctx_out.valid.eq(1)
             m.d.sync += self.raddr.eq(mv.addr)              # row 0, read in X_READ
-            with m.If(self.o_ctx.ready):
+            with m.If(self.ctx_out.ready):
                 m.d.sync += s.x_hdr.eq(0)
                 m.next = "X_READ"
                 with m.If(mv.rem_none):
@@ -244,8 +244,8 @@ class HcuSequencer(wiring.Component):
         with m.State("X_WAIT_P0"):
             m.next = "X_SAVE"
         with m.State("X_SAVE"):
-            m.d.comb += self.o_ctx.valid.eq(1)
-            with m.If(self.o_ctx.ready):
+            m.d.comb += self.ctx_out.valid.eq(1)
+            with m.If(self.ctx_out.ready):
                 mv.step()
                 with m.If(mv.rem_one):
                     self._to_idle(m, s)
@@ -253,8 +253,8 @@ class HcuSequencer(wiring.Component):
                     m.next = "X_READ"
                     m.d.sync += self.raddr.eq(self._row_addr(mv.row + 1, mv.lay))
         with m.State("X_LOAD_HEADER"):
-            m.d.comb += self.i_ctxd.ready.eq(1)
-            with m.If(self.i_ctxd.valid):
+            m.d.comb += self.ctx_in.ready.eq(1)
+            with m.If(self.ctx_in.valid):
                 hn = mv.hdr_i.n_open
                 mv.start(hn)
                 with m.If(~bad):
@@ -266,8 +266,8 @@ class HcuSequencer(wiring.Component):
                     m.d.sync += s.loading.eq(~bad)
                     m.next = "X_LOAD"
         with m.State("X_LOAD"):
-            m.d.comb += self.i_ctxd.ready.eq(1)
-            with m.If(self.i_ctxd.valid):
+            m.d.comb += self.ctx_in.ready.eq(1)
+            with m.If(self.ctx_in.valid):
                 mv.step()
                 with m.If(mv.rem_one):
                     m.d.sync += s.loading.eq(0)
@@ -276,13 +276,13 @@ class HcuSequencer(wiring.Component):
     def _writes_and_counts(self, m, s):
         """A LOAD's entry written; a commit's layer counters; the counters a cycle after
         the decision (n_valid is still the token's then)."""
-        perf = self.perf
+        perf = self.counts
         with m.If(self.ctx_busy):
             m.d.sync += perf.busy.eq(perf.busy + 1)
         w = self.w_load
-        m.d.comb += [w.valid.eq(s.loading & self.i_ctxd.valid),       # (X_LOAD: ready is 1)
+        m.d.comb += [w.valid.eq(s.loading & self.ctx_in.valid),       # (X_LOAD: ready is 1)
                      w.addr.eq(s.ld_addr), w.en.eq(s.ci_lane), w.ken.eq(s.ci_lane),
-                     w.entry.eq(self.i_ctxd.payload[:self._entry.size])]
+                     w.entry.eq(self.ctx_in.payload[:self._entry.size])]
         with m.If(self.commit):
             for l in range(self._layers):
                 with m.If(self.opens[l]):
@@ -326,7 +326,7 @@ class _State:
         self.idle = Signal(init=1)              # the FSM is in IDLE (registered)
         self.ready = Signal()                   # in DECIDE, the token's rows drained
         self.regs_taken = Signal()              # the run-time registers taken since reset
-        self.c_cmd = Signal(seq.i_ctx.payload.shape())      # the context command running
+        self.c_cmd = Signal(seq.ctx_cmd.payload.shape())      # the context command running
         self.loading = Signal()                 # a LOAD's entries are written
         self.ci_lane = Signal(seq._lanes, init=1)   # the lane a LOAD's entry goes to
         self.x_hdr = Signal()                   # o_ctx carries the header (a register)
@@ -345,7 +345,7 @@ class _Move:
         cmd = s.c_cmd
         self.bad = beyond(m, cmd.layer, seq._layers)
         self.lay = cmd.layer[:seq._layer_log] if seq._layer_log else Const(0, 1)
-        self.hdr_i = data.View(seq._header, seq.i_ctxd.payload[:seq._header.size])
+        self.hdr_i = data.View(seq._header, seq.ctx_in.payload[:seq._header.size])
         self.n = Signal(seq._id_bits)
         m.d.comb += self.n.eq(s.n_open[cmd.layer])
         self.rem = Signal(range(W + 1))         # the image's entries still to move
@@ -362,7 +362,7 @@ class _Move:
         hdr_word = Signal(seq._header)
         m.d.comb += [hdr_word.n_open.eq(Mux(self.bad, 0, self.n)),
                      hdr_word.last_step.eq(Mux(self.bad, 0, seq.ctx_last_step))]
-        m.d.comb += seq.o_ctx.payload.eq(Mux(s.x_hdr, hdr_word.as_value(),
+        m.d.comb += seq.ctx_out.payload.eq(Mux(s.x_hdr, hdr_word.as_value(),
                                              self._entry_word(m, seq)))
 
     def _entry_word(self, m, seq):

@@ -17,14 +17,14 @@ def beyond(m, layer, layers: int):
 
 
 class HcuTokens(wiring.Component):
-    """Tokens from ``i`` into ``inb``, checked there (the check registered with the token),
+    """Tokens from ``i_token`` into ``inb``, checked there (the check registered with the token),
     then into the one-token buffer ``nxt`` when that is free; ``take`` empties it (the token
     starts). A token is refused as it leaves ``inb`` (``refuse``, ``refuse_code``: 1 a layer
     beyond the contexts, 2 a step older than the layer's last: steps never decrease nor
-    wrap, docs/numerics.md §5), and dropped: no output beat, no state changed. ``i`` waits
+    wrap, docs/numerics.md §5), and dropped: no output beat, no state changed. ``i_token`` waits
     while ``inb`` is full or a context command runs (``ctx_busy``).
 
-    Latency: a token taken on ``i`` is in ``nxt`` two cycles later when ``nxt`` is free.
+    Latency: a token taken on ``i_token`` is in ``nxt`` two cycles later when ``nxt`` is free.
     Throughput: a token every cycle ``nxt`` is emptied. Each layer's last step is kept here
     (``ctx_apply`` sets the layer ``ctx_layer``'s from ``ctx_step``; ``ctx_last_step`` reads
     it)."""
@@ -32,7 +32,7 @@ class HcuTokens(wiring.Component):
     def __init__(self, *, token_layout, layers: int, layer_bits: int, step_bits: int):
         self._layers, self._step_bits = layers, step_bits
         super().__init__({
-            "i": In(stream.Signature(token_layout)),
+            "i_token": In(stream.Signature(token_layout)),
             "ctx_busy": In(1), "take": In(1),
             "nxt": Out(token_layout), "nxt_valid": Out(1), "inb_valid": Out(1),
             "nxt_layer": Out(layer_bits),
@@ -46,13 +46,13 @@ class HcuTokens(wiring.Component):
         inb, inb_valid = Signal.like(self.nxt), self.inb_valid
         nxt, nxt_valid = self.nxt, self.nxt_valid
         inb_bad_layer, inb_bad_step = Signal(), Signal()
-        m.d.comb += self.i.ready.eq(~inb_valid & ~self.ctx_busy)
-        p = self.i.payload
+        m.d.comb += self.i_token.ready.eq(~inb_valid & ~self.ctx_busy)
+        p = self.i_token.payload
         last_step = Array(Signal(self._step_bits, name=f"last_step_{l}")
                           for l in range(self._layers))
         bad_layer, bad_step = beyond(m, p.layer, self._layers), Signal()
         m.d.comb += bad_step.eq(~bad_layer & (p.step < last_step[p.layer]))
-        with m.If(self.i.valid & self.i.ready):
+        with m.If(self.i_token.valid & self.i_token.ready):
             m.d.sync += [inb.eq(p), inb_valid.eq(1), inb_bad_layer.eq(bad_layer),
                          inb_bad_step.eq(bad_step)]
         with m.If(inb_valid & (inb_bad_layer | inb_bad_step)):

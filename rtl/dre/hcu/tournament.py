@@ -58,14 +58,14 @@ def select(m, cands, gt, name, wins_out=None):
 
 
 class HcuTournament(wiring.Component):
-    """The winner of every row of ``i`` merged into ``o.best``, the token's winner so far.
+    """The winner of every row of ``i_lanes`` merged into ``o_best.best``, the token's winner so far.
 
     Two all-pairs tournaments (every pair of a group compared at once, the winner the one
     that beats all others: one compare deep, where a binary tree is log2(group) compares
     deep): groups of 2^ceil(log2(lanes) / 2) lanes, then the groups' winners; registers split
     each between its compares and its selection (s2a: the lanes and their groups' compares;
     s2b: the groups' winners and their compares; s3: the row's winner). Latency: a row's
-    winner is in ``best`` four cycles after the row is on ``i`` (s2a, s2b, s3, best).
+    winner is in ``best`` four cycles after the row is on ``i_lanes`` (s2a, s2b, s3, best).
     Throughput: a row a cycle. ``start`` (a token starts) empties ``best`` (the token opens a
     cluster unless a row's winner joins one) and ``fresh``, a cycle later, makes the next
     row's winner take it."""
@@ -75,21 +75,21 @@ class HcuTournament(wiring.Component):
         self._lanes, self._layers = lanes, layers
         self._wlog = (window - 1).bit_length()
         super().__init__({
-            "i": In(LanesSignature(lane, lanes)),
-            "th_hd": In(dist_bits),
+            "i_lanes": In(LanesSignature(lane, lanes)),
+            "join_below": In(dist_bits),
             "start": In(1), "start_layer": In(layer_bits), "fresh": In(1),
             "layer": In(layer_bits),
-            "o": Out(BestSignature(lane, lanes, layers)),
+            "o_best": Out(BestSignature(lane, lanes, layers)),
             "busy": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        N, s2, lane = self._lanes, list(self.i.lanes), self.i.lanes.shape().elem_shape
+        N, s2, lane = self._lanes, list(self.i_lanes.lanes), self.i_lanes.lanes.shape().elem_shape
         group = 1 << (((N - 1).bit_length() + 1) // 2)
         n_groups = N // group
         s2a_valid, s2b_valid = Signal(), Signal()
-        m.d.sync += [s2a_valid.eq(self.i.valid), s2b_valid.eq(s2a_valid)]
+        m.d.sync += [s2a_valid.eq(self.i_lanes.valid), s2b_valid.eq(s2a_valid)]
         m.d.comb += self.busy.eq(s2a_valid | s2b_valid)
         s2a = [Signal(lane, name=f"s2a_lane_{j}") for j in range(N)]
         groups = [s2a[g * group:(g + 1) * group] for g in range(n_groups)]
@@ -98,11 +98,11 @@ class HcuTournament(wiring.Component):
         for g in range(n_groups):
             gt = compare_all(m, s2[g * group:(g + 1) * group], f"s2_gt_{g}")
             gt_r = {k: Signal(name=f"s2a_gt_{g}_{k[0]}_{k[1]}") for k in gt}
-            with m.If(self.i.valid):
+            with m.If(self.i_lanes.valid):
                 m.d.sync += [*(gt_r[k].eq(v) for k, v in gt.items()),
                              *(a.eq(b) for a, b in zip(groups[g], s2[g * group:]))]
                 # whether the lane's cluster is close enough to join, beside the compares
-                m.d.sync += [a.joins.eq(b.rank.elig & (b.rank.dist < self.th_hd))
+                m.d.sync += [a.joins.eq(b.rank.elig & (b.rank.dist < self.join_below))
                              for a, b in zip(groups[g], s2[g * group:])]
             gts.append(gt_r)
         s2b = [Signal(lane, name=f"s2b_node_{g}") for g in range(n_groups)]
@@ -135,7 +135,7 @@ class HcuTournament(wiring.Component):
                 for a in range(g * group, (g + 1) * group):
                     for b in range(h * group, (h + 1) * group):
                         cross[a, b] = Signal(name=f"s2a_x_{a}_{b}")
-                        with m.If(self.i.valid):
+                        with m.If(self.i_lanes.valid):
                             m.d.sync += cross[a, b].eq(wins(s2[a], s2[b]))
         return cross
 
@@ -145,7 +145,7 @@ class HcuTournament(wiring.Component):
         with best and with s3 as they are then, and the row winner's two results registered
         beside s3; best is, a cycle later, the best of then (no merge), s3 of then (it
         merged) or empty (a token started: s3 wins)."""
-        o, N, lane_log, wlog = self.o, self._lanes, (self._lanes - 1).bit_length(), self._wlog
+        o, N, lane_log, wlog = self.o_best, self._lanes, (self._lanes - 1).bit_length(), self._wlog
         s3_valid, s3 = Signal(), Signal.like(o.best)
         m.d.sync += s3_valid.eq(s2b_valid)
         with m.If(s2b_valid):

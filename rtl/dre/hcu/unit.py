@@ -207,13 +207,13 @@ class HashClusterUnit(wiring.Component):
             count_bits=self._count_bits, id_bits=self._id_bits, token_layout=self.in_layout,
             out_layout=self.out_layout, token_bits=self._token_bits, addr_bits=addr_bits,
             layer_bits=self._layer_bits, **common)
-        wiring.connect(m, wiring.flipped(self.i), tokens.i)
-        wiring.connect(m, wiring.flipped(self.i_ctx), seq.i_ctx)
-        wiring.connect(m, wiring.flipped(self.i_ctxd), seq.i_ctxd)
-        wiring.connect(m, seq.o_ctx, wiring.flipped(self.o_ctx))
+        wiring.connect(m, wiring.flipped(self.i), tokens.i_token)
+        wiring.connect(m, wiring.flipped(self.i_ctx), seq.ctx_cmd)
+        wiring.connect(m, wiring.flipped(self.i_ctxd), seq.ctx_in)
+        wiring.connect(m, seq.ctx_out, wiring.flipped(self.o_ctx))
         wiring.connect(m, window.o_row, lanes.i_row)
-        wiring.connect(m, lanes.o, tour.i)
-        wiring.connect(m, tour.o, dec.best)
+        wiring.connect(m, lanes.o_lanes, tour.i_lanes)
+        wiring.connect(m, tour.o_best, dec.best)
         self._join(m, tokens, seq, window, lanes, tour, dec)
         self._errors_and_counters(m, tokens, seq)
         return m
@@ -229,19 +229,19 @@ class HashClusterUnit(wiring.Component):
             seq.nxt.eq(tokens.nxt), seq.nxt_valid.eq(tokens.nxt_valid),
             seq.inb_valid.eq(tokens.inb_valid), seq.nxt_layer.eq(tokens.nxt_layer),
             seq.i_valid.eq(self.i.valid), seq.ctx_last_step.eq(tokens.ctx_last_step),
-            seq.th_hd.eq(self.th_hd), seq.max_age.eq(self.max_age),
-            seq.age_limit.eq(self.age_limit),
+            seq.reg_th_hd.eq(self.th_hd), seq.reg_max_age.eq(self.max_age),
+            seq.reg_age_limit.eq(self.age_limit),
             seq.o_ready.eq(self.o.ready), self.o.valid.eq(seq.o_valid),
             self.o.payload.eq(dec.beat),
-            seq.join.eq(tour.o.join), seq.opens.eq(tour.o.opens),
+            seq.join.eq(tour.o_best.join), seq.opens.eq(tour.o_best.opens),
             seq.rows_busy.eq(window.busy | lanes.busy | tour.busy),
             seq.row.eq(window.o_row.row),
             window.raddr.eq(seq.raddr), window.issue.eq(seq.issue),
             window.rd_row.eq(seq.rd_row),
             lanes.hash.eq(cur.hash), lanes.step.eq(cur.step), lanes.n_cur.eq(seq.n_cur),
-            lanes.r.eq(seq.n_cur[:len(lanes.r)]), lanes.max_age.eq(seq.max_age_r),
-            lanes.age_limit.eq(seq.age_limit_r),
-            tour.th_hd.eq(seq.th_hd_r), tour.start.eq(seq.start),
+            lanes.r.eq(seq.n_cur[:len(lanes.r)]), lanes.oldest_age.eq(seq.max_age_r),
+            lanes.age_on.eq(seq.age_limit_r),
+            tour.join_below.eq(seq.th_hd_r), tour.start.eq(seq.start),
             tour.start_layer.eq(tokens.nxt.layer), tour.fresh.eq(seq.fresh),
             tour.layer.eq(cur.layer),
             dec.cur.eq(cur), dec.token.eq(seq.token), dec.n_cur.eq(seq.n_cur),
@@ -256,7 +256,7 @@ class HashClusterUnit(wiring.Component):
         same = (tokens.nxt.layer == cur.layer) if self._layers > 1 else Const(1)
         now = Signal()
         m.d.comb += [now.eq(seq.spec & same & dec.row0),
-                     window.bypass.hit.eq(now), window.bypass.key.eq(now & ~tour.o.join),
+                     window.bypass.hit.eq(now), window.bypass.key.eq(now & ~tour.o_best.join),
                      window.bypass.lanes.eq(dw.en), window.bypass.entry.eq(dw.entry)]
 
     def _errors_and_counters(self, m, tokens, seq):
@@ -272,7 +272,7 @@ class HashClusterUnit(wiring.Component):
             m.d.sync += [self.error.eq(1), n_refused.eq(n_refused + 1)]
             with m.If(~self.error):
                 m.d.sync += self.error_code.eq(refused_code)
-        m.d.comb += [getattr(self.perf, c).eq(getattr(seq.perf, c))
+        m.d.comb += [getattr(self.perf, c).eq(getattr(seq.counts, c))
                      for c, _ in seq.perf_layout]
         m.d.comb += self.perf.refused.eq(n_refused)
 

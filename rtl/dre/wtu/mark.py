@@ -17,13 +17,13 @@ class WtuMark(wiring.Component):
     """CLEAR (after reset: the union memory zeroed, ``D`` cycles), then per row, in the
     banks' order: its marks (the entries whose bucket code is at most its exit, from its
     bank of the code memory, ``codes``) ORed into the union (MARK, a word a cycle); at a
-    head's last row, the union emitted on ``o`` as ascending candidate indices and one
+    head's last row, the union emitted on ``o_sel`` as ascending candidate indices and one
     closing beat with the head's count, and cleared on the way (E_READ, E_WAIT, E_LOAD,
     E_BITS, E_SUM).
 
     Timing: a row of ``nb`` words marks in ``nb + 1`` cycles (2 for a row that marks
     nothing); a head's emission takes 4 cycles a union word touched, one a selected id,
-    plus 2, ``o`` ready. ``free`` (a cycle long) gives the row's bank back."""
+    plus 2, ``o_sel`` ready. ``free`` (a cycle long) gives the row's bank back."""
 
     def __init__(self, *, lanes: int, D: int, P: int, banks: int, code_bits: int, mark,
                  out_layout, row_entries: int, counter_bits: int):
@@ -35,7 +35,7 @@ class WtuMark(wiring.Component):
             "cur": In(mark), "cur_left": In(range(D + 1)), "cur_one": In(1),
             "full_now": In(1), "none_now": In(1), "full_next": In(1), "none_next": In(1),
             "free": Out(1),
-            "o": Out(stream.Signature(out_layout)),
+            "o_sel": Out(stream.Signature(out_layout)),
             "busy": Out(1), "stalled": Out(counter_bits),
         })
 
@@ -82,7 +82,7 @@ class WtuMark(wiring.Component):
                 r.row_end()
 
     def _emit_states(self, m, r, uni_wr):
-        N, o = self._N, self.o
+        N, o = self._N, self.o_sel
         with m.State("E_READ"):
             m.d.comb += [self.busy.eq(1), r.rd_addr.eq(r.e_w)]
             with m.If(r.e_w >= r.hwm):

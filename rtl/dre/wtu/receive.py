@@ -14,7 +14,7 @@ __all__ = ["WtuReceive"]
 
 
 class WtuReceive(wiring.Component):
-    """Rows from ``i`` into the ring (``ring``, a word a beat, three cycles after the beat's
+    """Rows from ``i_beats`` into the ring (``ring``, a word a beat, three cycles after the beat's
     take), their minimum, maximum and ``Σ w·n`` through a split lane pipeline (p1, the lanes'
     products p2, the trees one level a stage to p3, the row's running values q and r, its
     statistics s1), then the threshold's product and the score range (s2), the bounds'
@@ -36,8 +36,8 @@ class WtuReceive(wiring.Component):
         self._sum_bits, self._tree_stages = sum_bits, tree_stages
         self._ahead, self._part, self._row = rows_ahead, product_part, row
         super().__init__({
-            "i": In(stream.Signature(in_layout)),
-            "th_r": In(th_r_frac_bits + 1),
+            "i_beats": In(stream.Signature(in_layout)),
+            "reg_th_r": In(th_r_frac_bits + 1),
             "took": In(1),
             "releasing": In(1), "release": In(range(D + 1)),
             "release_m1": In(signed(ceil_log2(D + 1) + 1)),
@@ -45,14 +45,14 @@ class WtuReceive(wiring.Component):
                                                   shape=data.ArrayLayout(store, lanes))),
             "queue": Out(QueueSignature(row)),
             "busy": Out(1),
-            "error": Out(1), "error_code": Out(2), "error_head": Out(16), "error_row": Out(16),
+            "err": Out(1), "err_code": Out(2), "err_head": Out(16), "err_row": Out(16),
         })
 
     def elaborate(self, platform):
         m = Module()
         D = self._D
         meta_t = data.StructLayout({"base": range(D), "stored": range(D + 1), "overflow": 1,
-                                    "head_last": 1, "th_r": len(self.th_r)})
+                                    "head_last": 1, "th_r": len(self.reg_th_r)})
         take, first, store, wptr, p1_meta = self._handshake(m, meta_t)
         stage_valid, p3, p3_flags, p3_meta = self._lanes(m, take, first, store, wptr,
                                                          p1_meta, meta_t)
@@ -64,22 +64,22 @@ class WtuReceive(wiring.Component):
 
     def _raise(self, m, code, head_no, row_in_head):
         """Set the sticky error; the first one keeps its code, head and row."""
-        m.d.sync += self.error.eq(1)
-        with m.If(~self.error):
-            m.d.sync += [self.error_code.eq(code), self.error_head.eq(head_no),
-                         self.error_row.eq(row_in_head)]
+        m.d.sync += self.err.eq(1)
+        with m.If(~self.err):
+            m.d.sync += [self.err_code.eq(code), self.err_head.eq(head_no),
+                         self.err_row.eq(row_in_head)]
 
     def _handshake(self, m, meta_t):
         """The beat's take (from flags: the row's first beat, its tail past the ring, the
         ring full, room for another row), the ring's pointer and occupancy, the errors."""
-        D, ahead, pay = self._D, self._ahead, self.i.payload
+        D, ahead, pay = self._D, self._ahead, self.i_beats.payload
         beat = Signal(range(D + 2))     # beats of this row taken (saturates at D+1)
         wptr = Signal(range(D))         # the ring's next free word
         base = Signal(range(D))         # this row's first word
         occupied = Signal(range(D + 1))
         inflight = Signal(range(ahead + 1))     # rows begun, not yet walked
         over = Signal()                 # this row outgrew the memory
-        th_r = Signal.like(self.th_r)
+        th_r = Signal.like(self.reg_th_r)
         head_no = Signal(16)            # heads received since reset (for error_head)
         row_in_head = Signal(16)        # rows of this head received (for error_row)
         take = Signal()
@@ -91,8 +91,8 @@ class WtuReceive(wiring.Component):
         room = Signal(init=1)
         m.d.sync += room.eq(self.took | Mux(take & first, inflight < ahead - 1,
                                             inflight < ahead))
-        m.d.comb += [self.i.ready.eq((~first | room) & (~full | tail)),
-                     take.eq(self.i.valid & self.i.ready), store.eq(take & ~tail)]
+        m.d.comb += [self.i_beats.ready.eq((~first | room) & (~full | tail)),
+                     take.eq(self.i_beats.valid & self.i_beats.ready), store.eq(take & ~tail)]
         # ``full`` (``occupied == D``) is kept as a flag, set a cycle ahead (the released
         # words come from registers): the handshake starts from flags, not from the
         # occupancy's adder and compare
@@ -112,12 +112,12 @@ class WtuReceive(wiring.Component):
                      p1_meta.stored.eq(Mux(tail, D, beat + 1)),
                      p1_meta.overflow.eq(over | tail),
                      p1_meta.head_last.eq(pay.head_last),
-                     p1_meta.th_r.eq(Mux(first, self.th_r, th_r))]
+                     p1_meta.th_r.eq(Mux(first, self.reg_th_r, th_r))]
         with m.If(store):
             m.d.sync += wptr.eq(wrap(wptr, D))
         with m.If(take):
             with m.If(first):
-                m.d.sync += [th_r.eq(self.th_r), base.eq(wptr)]
+                m.d.sync += [th_r.eq(self.reg_th_r), base.eq(wptr)]
             with m.If(pay.first != first):
                 self._raise(m, 2, head_no, row_in_head)         # framing broken
             with m.If(beat == D):
@@ -138,7 +138,7 @@ class WtuReceive(wiring.Component):
         (a compare-and-select or an addition of the lanes' values, registered),
         ``tree_stages`` stages to p3, the beat's sum, minimum and maximum; the beat into the
         ring."""
-        N, sb, pay = self._N, self._sb, self.i.payload
+        N, sb, pay = self._N, self._sb, self.i_beats.payload
         p1_valid, p1_first, p1_last, p1_any = Signal(), Signal(), Signal(), Signal()
         # (the multipliers' operands and products without a reset: datapath registers that
         # the flags qualify, which an FPGA flow can then move into its multiplier blocks)

@@ -233,15 +233,15 @@ class WicsumThresholdUnit(wiring.Component):
             lanes=N, D=D, P=P, banks=NB, code_bits=self.code_bits, mark=mark,
             out_layout=self.out_layout, row_entries=self._row_entries,
             counter_bits=self._counter_bits)
-        wiring.connect(m, wiring.flipped(self.i), rx.i)
-        wiring.connect(m, mk.o, wiring.flipped(self.o))
+        wiring.connect(m, wiring.flipped(self.i), rx.i_beats)
+        wiring.connect(m, mk.o_sel, wiring.flipped(self.o))
         wiring.connect(m, rx.ring, rowmem.write_port())
         wiring.connect(m, walk.ring, rowmem.read_port())
         wiring.connect(m, walk.codes, codemem.write_port())
         wiring.connect(m, mk.codes, codemem.read_port())
         wiring.connect(m, walk.push, banks.push)
         m.d.comb += [
-            rx.th_r.eq(self.th_r), rx.took.eq(walk.took), rx.releasing.eq(walk.releasing),
+            rx.reg_th_r.eq(self.th_r), rx.took.eq(walk.took), rx.releasing.eq(walk.releasing),
             rx.release.eq(walk.release), rx.release_m1.eq(walk.release_m1),
             rows.w_data.eq(rx.queue.row.as_value()), rows.w_en.eq(rx.queue.valid),
             flags.w_data.eq(rx.queue.flags), flags.w_en.eq(rx.queue.valid),
@@ -256,8 +256,8 @@ class WicsumThresholdUnit(wiring.Component):
             mk.full_now.eq(banks.full_now), mk.none_now.eq(banks.none_now),
             mk.full_next.eq(banks.full_next), mk.none_next.eq(banks.none_next),
             banks.free.eq(mk.free), walk.bank_freed.eq(mk.free),
-            self.error.eq(rx.error), self.error_code.eq(rx.error_code),
-            self.error_head.eq(rx.error_head), self.error_row.eq(rx.error_row),
+            self.error.eq(rx.err), self.error_code.eq(rx.err_code),
+            self.error_head.eq(rx.err_head), self.error_row.eq(rx.err_row),
         ]
         # busy: a cycle in which any stage holds a row (a beat taken, the receive and
         # threshold pipelines, the walk's queue, a pass, a row for the marker, marking or
@@ -267,7 +267,7 @@ class WicsumThresholdUnit(wiring.Component):
         m.d.comb += busy.eq(rx.busy | (flags.level != 0) | walk.busy | banks.any_full |
                             mk.busy)
         m.d.sync += [busy_r.eq(busy), n_busy.eq(n_busy + busy_r)]
-        m.d.comb += [getattr(self.perf, c).eq(getattr(walk.perf, c))
+        m.d.comb += [getattr(self.perf, c).eq(getattr(walk.counts, c))
                      for c, _ in walk.perf_layout]
         m.d.comb += [self.perf.busy.eq(n_busy), self.perf.stalled.eq(mk.stalled)]
         return m

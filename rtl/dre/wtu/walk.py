@@ -86,7 +86,7 @@ class WtuWalk(wiring.Component):
             "rp_stored": In(range(D + 1)), "rp_m1": In(range(D)),
             "rp1_stored": In(range(D + 1)), "rp1_m1": In(range(D)),
             "busy": Out(1),
-            "perf": Out(self.perf_layout),
+            "counts": Out(self.perf_layout),
         })
 
     def elaborate(self, platform):
@@ -113,7 +113,7 @@ class WtuWalk(wiring.Component):
         self._take(m, ctx, older, first_pend, issuing, deciding_r, rows_inc, refused_inc)
         # counted a cycle later, from registers (the take's and the decision's logic stays
         # out of the counters' carry chains)
-        perf = self.perf
+        perf = self.counts
         rows_r, refused_r = register(m, [rows_inc, refused_inc], "rows_inc")
         m.d.sync += [perf.rows.eq(perf.rows + rows_r),
                      perf.rows_refused.eq(perf.rows_refused + refused_r)]
@@ -283,7 +283,7 @@ class WtuWalk(wiring.Component):
         """Exit (the row to the marker through its bank) or the next pass; the counters'
         increments registered at the decision, added a cycle later (the decisions' logic
         stays out of the counters' carry chains)."""
-        N, D, B, P, perf = self._N, self._D, self._B, self._P, self.perf
+        N, D, B, P, perf = self._N, self._D, self._B, self._P, self.counts
         with m.If(dx_exits):
             self._push(m, dx_bank, dx)
             m.d.comb += rows_inc.eq(1)
