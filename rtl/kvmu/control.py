@@ -137,7 +137,8 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
         super().__init__({
             "cmd_in": In(stream.Signature(cmd)), "data_in": In(stream.Signature(bus)),
             "reg_near_base": In(ab), "reg_far_base": In(ab), "reg_hc_base": In(ab),
-            "reg_near_slots": In(bits_for(self._near_slots)), "reg_far_slots": In(bits_for(self._blocks)),
+            "reg_near_slots": In(bits_for(self._near_slots)),
+            "reg_far_slots": In(bits_for(self._blocks)),
             "reg_max_burst": In(9),
             "araddr": Out(ab), "arlen": Out(8), "arvalid": Out(1),
             "awaddr": Out(ab), "awlen": Out(8), "awvalid": Out(1),
@@ -191,7 +192,8 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
             self._write_states(m, c)
             self._move_states(m, c)
             with m.State("ADD_BASE"):
-                bases = Array([self.reg_near_base, self.reg_far_base, self.reg_hc_base, self.reg_hc_base])
+                bases = Array([self.reg_near_base, self.reg_far_base, self.reg_hc_base,
+                               self.reg_hc_base])
                 m.d.sync += [c.addr.eq(c.addr + bases[c.abase]),
                              c.dst.eq(c.dst + bases[c.dbase]), c.beats.eq(c.next_beats)]
                 self._return(m, c)

@@ -96,7 +96,8 @@ class CoreTB:
         hang's report."""
         d, out = self.dut, []
         probes = [("seq", ("seq",), "seq_state"), ("engine", ("engine",), "cmd_fsm_state"),
-                  ("kvmu", ("kvmu", "control"), "fsm_state"), ("wtu", ("wtu", "mark"), "mark_state")]
+                  ("kvmu", ("kvmu", "control"), "fsm_state"),
+                  ("wtu", ("wtu", "mark"), "mark_state")]
         for name, path, sig in probes:
             try:
                 scope = d

@@ -58,7 +58,8 @@ def select(m, cands, gt, name, wins_out=None):
 
 
 class HcuTournament(wiring.Component):
-    """The winner of every row of ``i_lanes`` merged into ``o_best.best``, the token's winner so far.
+    """The winner of every row of ``i_lanes`` merged into ``o_best.best``, the token's winner
+    so far.
 
     Two all-pairs tournaments (every pair of a group compared at once, the winner the one
     that beats all others: one compare deep, where a binary tree is log2(group) compares
