@@ -69,7 +69,11 @@ class Block:
 # threshold's three partial products (1 118 flip-flops), the array's cell products (a cell's
 # operands go on to the next cell), the exp unit's two partial products a lane. The engine's
 # analytical placer weighs timing at 30 (default 10), which pulls in its long routes (4-6 ns
-# from a register to its loads); its placement and routing takes 20-50 minutes a seed. Yosys's
+# from a register to its loads); its placement and routing takes 20-50 minutes a seed. The
+# WTU's too: its limits are routes of 2-3 ns from the walk's decision flags into the
+# remainders' carry chains and from the code memory to the union memory, and with the
+# default weight its seeds moved from 130-134 MHz to 121-124 MHz with nothing but the names
+# of its parts' signals changed. Yosys's
 # generic abc pass did not finish in 50 minutes on the core's own logic (its many clock-enable
 # domains are extracted one at a time); the FPGA flows map it in minutes.
 _DRE = dict(target_mhz=125, seeds=(1, 2, 3), bram_outreg=True, global_reset=True)
@@ -78,7 +82,8 @@ _DRE = dict(target_mhz=125, seeds=(1, 2, 3), bram_outreg=True, global_reset=True
 # name such as `array`: Verilator's model build would include its executable)
 BLOCKS = {
     "hcu": Block(HashClusterUnit, "hcu", Synthesis(**_DRE, minutes=2)),
-    "wtu": Block(WicsumThresholdUnit, "wtu", Synthesis(**_DRE, dsp_regs=True, minutes=6)),
+    "wtu": Block(WicsumThresholdUnit, "wtu", Synthesis(
+        **_DRE, pnr_args=("--placer-heap-timingweight", "30"), dsp_regs=True, minutes=6)),
     "attn": Block(AttentionEngine, "attn", Synthesis(
         seeds=(1, 2, 3), pnr_args=("--placer-heap-timingweight", "30"), pnr_timeout_s=5400,
         bram_outreg=True, bram_outreg_enabled=True, dsp_regs=True, global_reset=True,
