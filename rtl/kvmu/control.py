@@ -214,6 +214,16 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
                 with m.Case(k):
                     m.next = state
 
+    @staticmethod
+    def _table_read(m, first: str, last: str):
+        """The states of a block-table (or near-ring) read: the address in ``first``, the
+        entry registered as it leaves the block RAM (``bt_q``, ``nw_q``) in ``last``, two
+        cycles on; the caller writes ``last``."""
+        with m.State(first):
+            m.next = first + "2"
+        with m.State(first + "2"):
+            m.next = last
+
     def _ctab_index(self, c):
         return self._index(c.ctx, c.cmd.owner)
 

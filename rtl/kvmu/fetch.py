@@ -98,16 +98,6 @@ class FetchStates:
             with m.Else():
                 m.next = "IDLE"
 
-    @staticmethod
-    def _table_read(m, first: str, last: str):
-        """The states of a block-table (or near-ring) read: the address in ``first``, the
-        entry registered as it leaves the block RAM (``bt_q``, ``nw_q``) in ``last``, two
-        cycles on; the caller writes ``last``."""
-        with m.State(first):
-            m.next = first + "2"
-        with m.State(first + "2"):
-            m.next = last
-
     def _cand_states(self, m, c):
         """The candidate list of (layer, group) at ``step`` for one head: every cluster with
         past members, in id order (``counts``: one beat each with its past count, no key),
