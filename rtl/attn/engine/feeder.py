@@ -99,7 +99,7 @@ class Feeder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        st, n = self.st, self._sh.n
+        st = self.st
         feed = self.feed
         tile_s = Signal(16)                     # the next row tile whose scores are fed
         tile_p = Signal(16)                     # the next row tile whose P·V is fed

@@ -127,7 +127,7 @@ class ScoreReader(wiring.Component):
 
     def _f2(self, m, advance, f1, f2_valid, f2_empty):
         """f2: the words read and each column's flag, and the exp unit's input from them."""
-        n, sb, st = self._sh.n, self._sh.score_bits, self.st
+        n, sb = self._sh.n, self._sh.score_bits
         exp = self.to_exp
         f2 = dict(max=Signal(signed(sb)), first=Signal(), last=Signal(), head_last=Signal(),
                   row=Signal(range(n)), word=Signal(16), tile_last=Signal(), half=Signal())

@@ -131,7 +131,7 @@ class ScoreWriter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        sh, st, n = self._sh, self.st, self._sh.n
+        sh, n = self._sh, self._sh.n
         o = self.beat
         takes, writes = self._takes(m)
         write = writes["write"]
