@@ -48,7 +48,7 @@ class EngineCommand(wiring.Component):
                 addr_width=ceil_log2(shape.bias_words),
                 shape=data.ArrayLayout(signed(shape.acc_bits), shape.n))),
             "st": Out(StateSignature(cmd_layout)),
-            "score_pk": Out(1),
+            "score_pk": Out(1), "score_exp": Out(1),
             "feed_done": In(1), "out_done": In(1), "score_done": In(1),
             "refuse": Out(1), "err": Out(1), "err_code": Out(2),
         })
@@ -79,6 +79,9 @@ class EngineCommand(wiring.Component):
         # the score flag again, for the score packer alone (kept apart in synthesis: the
         # flag's wide fan-out had been routed 3.7 ns into the packer's valid: for the clock)
         score_pk = Signal(name="cmd_score_packer", attrs=KEEP_COPY)
+        # and one more for the exp unit's ready (the packer's copy had been routed 4.1 ns
+        # into the exp unit's queue and on into the packer: for the clock)
+        score_exp = Signal(name="cmd_score_exp", attrs=KEEP_COPY)
         # the sizes less one (the last-index compares had each sat behind a subtraction's
         # carry chain); signed, so a zero size's -1 is no index
         kcv = (p.k + n - 1) >> sh.log_n
@@ -123,7 +126,7 @@ class EngineCommand(wiring.Component):
         cur, kc, lt, mt = Signal(p.shape()), Signal(16), Signal(16), Signal(16)
         with m.If(idle):
             m.d.sync += [is_[k].eq(v) for k, v in flags.items()]
-            m.d.sync += score_pk.eq(flags["score"])
+            m.d.sync += [score_pk.eq(flags["score"]), score_exp.eq(flags["score"])]
             m.d.sync += [m1[k].eq(v) for k, v in less.items()]
             m.d.sync += [m2[k].eq(v) for k, v in less2.items()]
             m.d.sync += lim_base.eq(Mux(p.part == Part.WHOLE, p.l, p.span) - p.causal + 1)
@@ -135,6 +138,7 @@ class EngineCommand(wiring.Component):
         m.d.comb += st.scoring_next.eq(Mux(idle, flags["scoring"], is_["scoring"]))
         m.d.comb += [st.cur.eq(cur), st.kc.eq(kc), st.lt.eq(lt), st.mt.eq(mt),
                      st.lim_base.eq(lim_base), self.score_pk.eq(score_pk),
+                     self.score_exp.eq(score_exp),
                      *(getattr(st.is_, k).eq(v) for k, v in is_.items()),
                      *(getattr(st.m1, k).eq(v) for k, v in m1.items()),
                      *(getattr(st.m2, k).eq(v) for k, v in m2.items())]

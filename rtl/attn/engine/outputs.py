@@ -173,13 +173,17 @@ class Outputs(wiring.Component):
         pv = Signal(name="out_ready_pv")        # a P·V row, and the dividers have room
         score = Signal(name="out_sel_score")    # a score row (it needs a free half)
         gemm = Signal(name="out_sel_gemm")      # a GEMM row (it needs o_gemm's ready)
+        # a hash row (it needs o_hash's ready unless h1 has room: ``free``; padding is
+        # ``free`` too): the command's flag, with its fan-out over the engine, had been
+        # routed into the array's ready and on into its room flag (for the clock)
+        hsel = Signal(name="out_sel_hash")
         m.d.sync += [free.eq(~real_n | is_hash & self.hash_room_next),
                      pv.eq(real_n & pv_next & self.div_room_next),
                      score.eq(real_n & ~pv_next & st.is_.scoring),
-                     gemm.eq(real_n & st.is_.gemm)]
+                     gemm.eq(real_n & st.is_.gemm), hsel.eq(real_n & is_hash)]
         m.d.comb += [
             self.div_valid.eq(d.valid & real & out_pv),
             self.gemm.valid.eq(d.valid & gemm),
-            d.ready.eq(free | pv | score & self.half_free | is_hash & self.hash_ready |
+            d.ready.eq(free | pv | score & self.half_free | hsel & self.hash_ready |
                        gemm & self.gemm.ready),
             take.eq(d.valid & d.ready)]

@@ -16,7 +16,8 @@ class ScorePacker(wiring.Component):
     """Exp-unit words (n entries, ``from_exp``) into WTU beats (``wtu_lanes`` entries, on
     ``scores``): several words gathered into one beat, or one word split into several, a row
     never sharing a beat. P words (light attention) are always taken here (the P writer has
-    them). ``done``: the command's score side is through: a score command's rows all out; a
+    them; ``exp_sel``, a copy of ``is_score`` of its own, says so to the exp unit's
+    ready). ``done``: the command's score side is through: a score command's rows all out; a
     light attention's last output row out (``attn_end``), a chunk of the maximum's pass once
     its row tile's exp pass is through (``p_ready0``), a chunk of the sums' pass that is not
     the final one once its P·V rows are in the sums (``out_done`` and ``pv_idle``).
@@ -28,7 +29,7 @@ class ScorePacker(wiring.Component):
         self._sh, self._score_layout = shape, score_layout
         super().__init__({
             "st": In(StateSignature(cmd_layout)),
-            "is_score": In(1),
+            "is_score": In(1), "exp_sel": In(1),
             "from_exp": In(stream.Signature(exp_out_layout)),
             "scores": Out(stream.Signature(score_layout)),
             "attn_end": In(1), "p_ready0": In(1), "out_done": In(1), "pv_idle": In(1),
@@ -44,7 +45,7 @@ class ScorePacker(wiring.Component):
         ready_in = Signal()
         is_score = self.is_score
         m.d.comb += [valid_in.eq(e_in.valid & is_score),
-                     e_in.ready.eq(Mux(is_score, ready_in, 1))]   # P words always taken
+                     e_in.ready.eq(Mux(self.exp_sel, ready_in, 1))]   # P words always taken
         entries = []
         for t in range(n):
             e = Signal(self._score_layout.members["entry"].elem_shape,

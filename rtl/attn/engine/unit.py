@@ -376,6 +376,7 @@ class AttentionEngine(wiring.Component):
             exp.beta_m.eq(st.cur.beta_m), exp.beta_shift.eq(st.cur.beta_shift),
             pk.from_exp.valid.eq(exp.o.valid), pk.from_exp.payload.eq(exp.o.payload),
             exp.o.ready.eq(pk.from_exp.ready), pk.is_score.eq(cmd.score_pk),
+            pk.exp_sel.eq(cmd.score_exp),
             pwr.valid.eq(exp.o.valid), pwr.w.eq(exp.o.payload),
             # the command's end
             pk.attn_end.eq(a_o.valid & a_o.ready & a_o.payload.last),
