@@ -66,6 +66,22 @@ class AttentionPhase(wiring.Component):
         offer(m, self.ctl.prog, b0=b0, b1=b1, beats=d // self._cfg.kvmu_bus_bytes,
               n_out=rows, n_in=1, s_out=d, pair=1, dest=B)
 
+    def _sinks_and_own(self, m, sinks, own, then):
+        """Two states: the head's sink tokens (none: straight on), then the step's own
+        tokens, each one program of K/V pairs into B; then state ``then``."""
+        w, prog = self.walk, self.ctl.prog
+        with m.State(sinks):
+            with m.If(w.sinks == 0):
+                m.next = own
+            with m.Else():
+                self._pairs(m, w.ptr.sk, w.ptr.sv, w.sinks)
+                with m.If(prog.ready):
+                    m.next = own
+        with m.State(own):
+            self._pairs(m, w.ptr.k, w.ptr.v, self.dsc.step_len)
+            with m.If(prog.ready):
+                m.next = then
+
     def elaborate(self, platform):
         m = Module()
         cfg, ctl, d, w = self._cfg, self.ctl, self.dsc, self.walk
@@ -120,17 +136,7 @@ class AttentionPhase(wiring.Component):
                                      ctl.bsrc.load.eq(1),
                                      ctl.bsrc.left.eq(self.fetched << kv_lg)]
                         m.next = "H_ATT_SINKS"
-            with m.State("H_ATT_SINKS"):
-                with m.If(w.sinks == 0):
-                    m.next = "H_ATT_OWN"
-                with m.Else():
-                    self._pairs(m, w.ptr.sk, w.ptr.sv, w.sinks)
-                    with m.If(ctl.prog.ready):
-                        m.next = "H_ATT_OWN"
-            with m.State("H_ATT_OWN"):
-                self._pairs(m, w.ptr.k, w.ptr.v, t)
-                with m.If(ctl.prog.ready):
-                    m.next = "H_ATT_Q"
+            self._sinks_and_own(m, "H_ATT_SINKS", "H_ATT_OWN", "H_ATT_Q")
             with m.State("H_ATT_Q"):
                 offer(m, ctl.prog, b0=w.ptr.q, beats=w.rows * row_beats, n_out=1, n_in=1,
                       dest=A)
@@ -244,17 +250,7 @@ class AttentionPhase(wiring.Component):
         cfg, ctl, d, w = self._cfg, self.ctl, self.dsc, self.walk
         n, hd = cfg.attn_n, cfg.head_dim
         t = d.step_len
-        with m.State("L_SINKS"):
-            with m.If(w.sinks == 0):
-                m.next = "L_OWN"
-            with m.Else():
-                self._pairs(m, w.ptr.sk, w.ptr.sv, w.sinks)
-                with m.If(ctl.prog.ready):
-                    m.next = "L_OWN"
-        with m.State("L_OWN"):
-            self._pairs(m, w.ptr.k, w.ptr.v, t)
-            with m.If(ctl.prog.ready):
-                m.next = "L_Q"
+        self._sinks_and_own(m, "L_SINKS", "L_OWN", "L_Q")
         with m.State("L_Q"):
             offer(m, ctl.prog, b0=w.ptr.q + lc["row0"] * hd,
                   beats=tile_rows * (hd // cfg.kvmu_bus_bytes), n_out=1, n_in=1, dest=A)

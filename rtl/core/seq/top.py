@@ -113,13 +113,14 @@ class Sequencer(wiring.Component):
         err_code, err_addr, own = Signal(8), Signal(64), Signal(8, name="seq_err_code")
         req = self._merge(m, p, phases)
         m.d.comb += [err_code.eq(req["err_code"] | own), err_addr.eq(req["err_addr"])]
-        self._join(m, p, dsc, walk)
+        f = descriptor_fields(self.desc.payload)      # the queued descriptor's fields
+        self._join(m, p, dsc, walk, f)
         self._errors(m, p, dsc, err_code, err_addr)
         phase = Signal(3)
         m.d.comb += [self.phase.eq(phase), self.busy.eq(phase != 0)]
         with m.If(req["set_phase"]):
             m.d.sync += phase.eq(req["phase"])
-        self._walk(m, p, dsc, walk, phase, own)
+        self._walk(m, p, dsc, walk, f, phase, own)
         return m
 
     def _merge(self, m, p, phases):
@@ -140,7 +141,7 @@ class Sequencer(wiring.Component):
             m.d.comb += sig.eq(either(lambda c, k=k: getattr(c.req, k)))
         return req
 
-    def _join(self, m, p, dsc, walk):
+    def _join(self, m, p, dsc, walk, f):
         """The parts' links to each other and to the blocks' streams and status."""
         jg, bs, cen = p["jobgen"], p["bsrc"], p["centring"]
         cnt, sc, sel, att = p["counts"], p["scoring"], p["selection"], p["attention"]
@@ -148,7 +149,6 @@ class Sequencer(wiring.Component):
         wiring.connect(m, jg.job, wiring.flipped(self.job))
         wiring.connect(m, wiring.flipped(self.sel), sel.sel)
         wiring.connect(m, wiring.flipped(self.assign), stn.assign)
-        f = descriptor_fields(self.desc.payload)
         m.d.comb += [
             bs.take.eq(self.kv_take), bs.k_error.eq(self.k_error),
             self.b_src.eq(bs.src), self.kv_left.eq(bs.left),
@@ -210,7 +210,7 @@ class Sequencer(wiring.Component):
         if self._swaps:
             m.d.comb += em.img.eq(self.img_err)
 
-    def _walk(self, m, p, dsc, walk, phase, own):
+    def _walk(self, m, p, dsc, walk, f, phase, own):
         """The phase controller's states: the descriptor taken and set up, its version
         announced, then per KV head the head's phases (``RUN``) and the next head
         (``H_NEXT``), per hash group the group's phases and the next group (``G_NEXT``), and
@@ -219,7 +219,6 @@ class Sequencer(wiring.Component):
         hd, hpg, G, Hkv = cfg.head_dim, cfg.heads_per_group, cfg.hash_groups, cfg.n_kv_heads
         cnt, hs = p["counts"], p["hashing"]
         w, t = walk, dsc.step_len
-        f = descriptor_fields(self.desc.payload)
         m.d.comb += self.out_base.eq(w.ptr.o)
 
         def start_hashing():
