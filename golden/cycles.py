@@ -9,7 +9,7 @@ times a *feature*: a cycle count written from the hardware's structure (array ti
 loads, bus beats, divider passes, memory round trips) as a function of the build (array n,
 bus bytes, head geometry), the descriptor's sizes (step tokens, candidates, selected
 clusters, attended tokens) and the memory latency L. The features are exact for the parts
-the blocks' own timing models cover (the array's tiles, ``rtl/attn/engine.py:
+the blocks' own timing models cover (the array's tiles, ``rtl/attn/engine/unit.py:
 command_cycles``) and first-order for the rest (handshakes, the KVMU's command overheads);
 the coefficients, fitted by non-negative least squares on the fitting runs' descriptors
 (``verif/core/cycles.py``), absorb what the features leave out. The model is then checked on
@@ -79,7 +79,7 @@ def _cdiv(a, b):
 
 
 def score_cycles(n: int, m: int, k: int, l: int) -> int:
-    """The engine's command cycles (``rtl/attn/engine.py: command_cycles``: the command,
+    """The engine's command cycles (``rtl/attn/engine/unit.py: command_cycles``: the command,
     B's rows, A's first row tile, a tile of ``max(k, n)`` beats per row and column tile,
     the array's flush) for ``m`` rows of ``k`` over ``l`` columns."""
     if m == 0 or l == 0:

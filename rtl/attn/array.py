@@ -261,8 +261,16 @@ class SystolicArray(wiring.Component):
                        Mux(drained, value[1], value[0]))
         deltas = (0, -1, n, n - 1)
         sums = [(owed + d)[:len(owed)] for d in deltas]
-        rooms = [owed <= q - n - d for d in deltas]
-        m.d.sync += [owed.eq(step(sums)), room.eq(step(rooms)), own_room.eq(step(rooms))]
+        # the room each step would leave, kept in registers a cycle ahead (each the step's
+        # choice among comparisons of the count alone), so the room flags are a 4:1 choice
+        # of registers by the take and the leave (the comparisons after the consumer's
+        # ready had put 3 LUTs between it and the flag: for the clock; the same flags)
+        rooms = Signal(len(deltas),
+                       init=sum(1 << i for i, e in enumerate(deltas) if e <= q - n))
+        m.d.sync += rooms.eq(Cat(step([owed <= q - n - d - e for d in deltas])
+                                 for e in deltas))
+        m.d.sync += [owed.eq(step(sums)), room.eq(step(list(rooms))),
+                     own_room.eq(step(list(rooms)))]
 
     def _counters(self, m, take):
         """busy: from a tile's first beat until its last row has left."""

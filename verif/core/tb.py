@@ -95,7 +95,8 @@ class CoreTB:
         """The sequencer's and the blocks' states and the streams between them, for a
         hang's report."""
         d, out = self.dut, []
-        probes = [("seq", ("seq",), "seq_state"), ("engine", ("engine",), "cmd_fsm_state"),
+        probes = [("seq", ("seq",), "seq_state"),
+                  ("engine", ("engine", "command"), "cmd_fsm_state"),
                   ("kvmu", ("kvmu", "control"), "fsm_state"),
                   ("wtu", ("wtu", "mark"), "mark_state")]
         for name, path, sig in probes:

@@ -16,8 +16,8 @@ def _module(verilog: str, name: str) -> str:
     return verilog[a:verilog.find("endmodule", a)]
 
 
-# the engine's counters share their name with its array's (the engine is one class still:
-# verif/flow/test_layers.py, UNSPLIT); the core reads them by signal, never by name
+# the engine's counters share their name with its systolic array's (a block of its own, with
+# its own ``perf``); the core reads them by signal, never by name
 KNOWN = {("engine", "perf")}
 
 
