@@ -4,6 +4,7 @@ the core's FuseSoC (CAPI2) description. Neutral: a component comes in, text goes
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .config import Config
@@ -18,7 +19,32 @@ LINT_WAIVERS = Path(__file__).resolve().parent / "lint.vlt"
 def emit_verilog(component, name: str) -> str:
     setup_environ()
     from amaranth.back import verilog
-    return verilog.convert(component, name=name, emit_src=False)
+    return drop_zero_width(verilog.convert(component, name=name, emit_src=False))
+
+
+_MODULE = re.compile(r"^module .*?^endmodule\n", re.S | re.M)
+_ZERO_WIDTH = re.compile(r"^ *wire \[-1:0\] (\\\S+ |[A-Za-z_$][\w$]*);\n", re.M)
+
+
+def drop_zero_width(text: str) -> str:
+    """The text without declarations of zero-width wires that nothing refers to. A signal of
+    one value (``range(1)``, a one-entry table's index) is zero bits wide in Amaranth;
+    Yosys' ``write_verilog`` still declares it, as ``wire [-1:0] x;``, which in Verilog is
+    two bits wide and fails lint (ASCRANGE). A zero-width wire has no bits to connect, so a
+    declaration that is its name's only occurrence in its module is dead; one that is
+    referred to elsewhere is kept (and lint names it)."""
+    def module(m):
+        mod = m.group(0)
+
+        def dead(d):
+            name = d.group(1)
+            if name.startswith("\\"):
+                uses = mod.count(name)
+            else:
+                uses = len(re.findall(r"(?<![\w$\\.])" + re.escape(name) + r"(?![\w$])", mod))
+            return "" if uses == 1 else d.group(0)
+        return _ZERO_WIDTH.sub(dead, mod)
+    return _MODULE.sub(module, text)
 
 
 def write_verilog(component, name: str, out_dir) -> Path:

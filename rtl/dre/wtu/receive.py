@@ -128,7 +128,7 @@ class WtuReceive(wiring.Component):
                              head_no.eq(head_no + pay.head_last)]
             with m.Else():
                 m.d.sync += [beat.eq(Mux(beat <= D, beat + 1, beat)), first.eq(0),
-                             tail.eq(beat >= D - 1)]
+                             tail.eq(beat >= D - 1 if D > 1 else 1)]   # (a constant: lint)
                 with m.If(tail):
                     m.d.sync += over.eq(1)
         return take, first, store, wptr, p1_meta
