@@ -6,7 +6,11 @@ it reads and writes. The core checks it before running it, in this order, and re
 the first failing check's code: a zero step length; a layer the build has no layer for; an
 address not aligned to the bus width; a buffer that does not lie wholly inside the I/O window
 (``IO_BASE``, ``IO_SIZE``); a version older than the last accepted one of its layer (versions
-are 16-bit and compared without wrap-around: the host resets the core before they wrap).
+are 16-bit and compared without wrap-around: the host resets the core, ``CTRL.soft_reset``,
+before they wrap); a step older than the last accepted one of its layer, or one the build's
+``step_bits`` cannot hold (steps never decrease nor wrap, docs/numerics.md §5). A refused
+descriptor runs nothing, so a layer's last version and step are those of its last accepted
+one.
 """
 from __future__ import annotations
 
@@ -37,10 +41,10 @@ def buffer_bytes(desc: dict, cfg) -> dict:
 
 
 def check_descriptor(desc: dict, cfg, *, io_base: int, io_size: int, bus_bytes: int,
-                     last_version: dict) -> tuple[str, int]:
+                     last_version: dict, last_step: dict | None = None) -> tuple[str, int]:
     """``(error name, code)`` of a descriptor, ``("NONE", 0)`` if the core accepts it.
-    ``last_version``: layer -> the version of the layer's last accepted descriptor (the
-    caller updates it on acceptance)."""
+    ``last_version``, ``last_step``: layer -> the version and the step of the layer's last
+    accepted descriptor (the caller updates them on acceptance)."""
     def err(name):
         return name, ERRORS[name][0]
     if desc["step_len"] == 0:
@@ -54,6 +58,9 @@ def check_descriptor(desc: dict, cfg, *, io_base: int, io_size: int, bus_bytes: 
         return err("DESC_OUT_OF_WINDOW")
     if desc["version"] < last_version.get(desc["layer"], 0):
         return err("DESC_VERSION_BACKWARDS")
+    if desc["step"] < (last_step or {}).get(desc["layer"], 0) or \
+            desc["step"] >> cfg.step_bits:
+        return err("DESC_BAD_STEP")
     return err("NONE")
 
 

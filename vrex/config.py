@@ -396,7 +396,8 @@ class Config:
         if block == "core_regs":
             from vrex.regmap import build_values
             t, d = 1, self.head_dim
-            return dict(layers=self.n_layers, bus_bytes=self.kvmu_bus_bytes,
+            return dict(layers=self.n_layers, step_bits=self.step_bits,
+                        bus_bytes=self.kvmu_bus_bytes,
                         buffer_bytes={"q_addr": self.n_q_heads * t * d,
                                       "k_addr": self.n_kv_heads * t * d,
                                       "k_hash_addr": self.n_kv_heads * t * d,

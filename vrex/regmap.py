@@ -10,18 +10,19 @@ that the header compiles.
 Registers are 32 bits at 4-byte-aligned byte offsets in a 4 KB window. Access: ``RO`` read
 only, ``RW`` read/write, ``WO`` write only, ``W1C`` write one to clear, ``W1S`` write one to
 start (reads 0). A command is one descriptor = one layer of one step (docs/design.md), written
-as ``DESC_WORDS`` words to ``DESC_DATA`` in order; the last word queues it.
+as ``DESC_WORDS`` words to ``DESC_DATA`` in order; the last word queues it. The bus rules are
+``BUS_RULES``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Field", "Register", "REGISTERS", "ERRORS", "DESCRIPTOR", "DESC_WORDS", "ID",
-           "VERSION", "PERF_BASE", "build_values", "offsets", "perf_registers", "register_map",
+__all__ = ["Field", "Register", "REGISTERS", "ERRORS", "BUS_RULES", "DESCRIPTOR", "DESC_WORDS",
+           "ID", "VERSION", "PERF_BASE", "build_values", "offsets", "perf_registers", "register_map",
            "encode_descriptor", "decode_descriptor", "c_header", "markdown"]
 
 ID = 0x56524558                 # "VREX"
-VERSION = (0, 1, 0)             # of this register map: major, minor, patch
+VERSION = (0, 2, 0)             # of this register map: major, minor, patch
 PERF_BASE = 0x100
 
 
@@ -129,7 +130,8 @@ ERRORS = {
     "DESC_OUT_OF_WINDOW": (3, "an address outside the memory windows"),
     "DESC_UNKNOWN_LAYER": (4, "a layer the build has no hyperplanes or context for"),
     "DESC_VERSION_BACKWARDS": (5, "a version older than the layer's last"),
-    "QUEUE_OVERFLOW": (6, "a descriptor word written while the queue was full"),
+    "QUEUE_OVERFLOW": (6, "a descriptor word written while the queue was full: the word and "
+                          "the rest of its descriptor are dropped"),
     "BUS_READ": (7, "SLVERR or DECERR on a read (ERROR_ADDR holds the address)"),
     "BUS_WRITE": (8, "SLVERR or DECERR on a write (ERROR_ADDR holds the address)"),
     "ENGINE_REFUSED": (9, "the attention engine refused a command the descriptor implied"),
@@ -146,8 +148,24 @@ ERRORS = {
     "KV_REFUSED": (14, "the KVMU refused a command or its registers (memory windows, "
                        "capacities, MAX_BURST out of range)"),
     "DRE_REFUSED": (15, "the HCU or the WTU refused its input (a layer beyond the contexts, "
-                        "a step going backwards, a row over wtu_row_entries)"),
+                        "a step going backwards, a row over wtu_row_entries): the group's "
+                        "tokens are not stored"),
+    "DESC_BAD_STEP": (16, "a step older than the last accepted one of its layer, or one of "
+                          "2**step_bits or more (the build's step width)"),
+    "DESC_PARTIAL_WRITE": (17, "a DESC_DATA write without all four byte strobes (answered "
+                               "SLVERR): the word and the rest of its descriptor are dropped"),
 }
+
+# how the AXI4-Lite slave answers, for the docs and the header's readers
+BUS_RULES = (
+    "An access decodes address bits 11:2; bits 1:0 are ignored (a read returns the whole "
+    "word, a write changes the bytes its WSTRB selects).",
+    "A write to an unmapped or read-only offset, or a read of an unmapped one, answers SLVERR "
+    "and changes nothing; every other access answers OKAY.",
+    "A descriptor is its DESC_WORDS words to DESC_DATA in order, counted whatever happens to "
+    "them: a word dropped (the queue full, or a write without all four strobes) drops its "
+    "descriptor whole, and the next descriptor's words land in their slots.",
+)
 
 # the descriptor, word by word: (word, field, lsb, width, meaning)
 DESCRIPTOR = (
@@ -278,6 +296,7 @@ def markdown(counters: dict) -> str:
            " the C header for host software is `build/verilog/vrex_regs.h` (`make verilog`). "
            "The core (`rtl/core/`, [core.md](core.md)) implements it.",
            "", "## Registers (AXI4-Lite, 32-bit, byte offsets)", "",
+           *[f"- {rule}" for rule in BUS_RULES], "",
            "| offset | name | access | reset | fields / meaning |", "|---|---|---|---|---|"]
     for r in register_map(counters):
         fields = "; ".join(f"[{f.lsb + f.width - 1}:{f.lsb}] `{f.name}` {f.doc}"

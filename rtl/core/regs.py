@@ -26,30 +26,38 @@ class CoreRegisters(wiring.Component):
     the queue and clears the error here). Descriptor words written to ``DESC_DATA`` gather
     in a staging buffer; the last one starts the checks of ``golden.core.check_descriptor``
     in its order (zero step length, unknown layer, an address not aligned to ``bus_bytes``,
-    a buffer outside the I/O window, a version older than the layer's last accepted one):
-    a descriptor that fails is refused with its error code, one that passes is queued
-    (``queue_depth`` deep) and leaves on ``o_desc`` as its words. A word written while
-    the queue is full is dropped with ``QUEUE_OVERFLOW``. The sequencer reports completion
+    a buffer outside the I/O window, a version older than the layer's last accepted one, a
+    step older than the layer's last accepted one or past ``step_bits``): a descriptor that
+    fails is refused with its error code, one that passes is queued (``queue_depth`` deep)
+    and leaves on ``o_desc`` as its words. A word written while the queue is full
+    (``QUEUE_OVERFLOW``) or without all four byte strobes (``DESC_PARTIAL_WRITE``, answered
+    SLVERR) is dropped with the rest of its descriptor: the words are counted whatever
+    happens to them, so the next descriptor's land in their slots. The sequencer reports completion
     on ``done`` (with ``done_version``) and errors on ``i_error``; the first error since
     the last clear (write 1 to ``ERROR_CODE`` bit 0) is kept. ``irq`` is the OR of
     ``IRQ_STATUS & IRQ_ENABLE`` (causes: done, error, space: the queue has room again after
     being full). Counters (``PERF_*``) read ``perf_in``. A write to an unmapped or read-only
-    offset, or a read of an unmapped one, answers SLVERR and changes nothing.
+    offset, or a read of an unmapped one, answers SLVERR and changes nothing; address bits
+    1:0 are ignored (``vrex.regmap.BUS_RULES``).
 
-    Parameters (keyword-only): ``layers``, ``bus_bytes`` (alignment), ``buffer_bytes``
+    Parameters (keyword-only): ``layers``, ``step_bits``, ``bus_bytes`` (alignment),
+    ``buffer_bytes``
     (name -> bytes a step token of that buffer spans, ``hp_addr`` a fixed size),
     ``queue_depth``, ``build`` (BUILD0/BUILD1 values), ``perf`` (the counter names, in
     map order).
     """
 
-    def __init__(self, *, layers: int, bus_bytes: int, buffer_bytes: dict, hp_bytes: int,
-                 queue_depth: int, build: dict, perf: tuple):
+    def __init__(self, *, layers: int, step_bits: int, bus_bytes: int, buffer_bytes: dict,
+                 hp_bytes: int, queue_depth: int, build: dict, perf: tuple):
         if not (isinstance(queue_depth, int) and 1 <= queue_depth <= 64):
             raise ValueError(f"queue_depth must be an integer from 1 to 64, not "
                              f"{queue_depth!r}")
         if not (isinstance(layers, int) and 1 <= layers <= 256):
             raise ValueError(f"layers must be an integer from 1 to 256, not {layers!r}")
+        if not (isinstance(step_bits, int) and 1 <= step_bits <= 16):
+            raise ValueError(f"step_bits must be an integer from 1 to 16, not {step_bits!r}")
         self._layers, self._bus_bytes, self._queue_depth = layers, bus_bytes, queue_depth
+        self._step_bits = step_bits
         self._buffer_bytes, self._hp_bytes = dict(buffer_bytes), hp_bytes
         self._build, self._perf = dict(build), tuple(perf)
         self.regs = list(regmap.REGISTERS) + [
@@ -90,8 +98,8 @@ class CoreRegisters(wiring.Component):
         m.d.comb += [self.o_desc.valid.eq(q.r_rdy), self.o_desc.payload.as_value().eq(
             q.r_data), q.r_en.eq(self.o_desc.ready)]
         m.submodules.check = chk = DescriptorCheck(
-            layers=self._layers, bus_bytes=self._bus_bytes, buffer_bytes=self._buffer_bytes,
-            hp_bytes=self._hp_bytes)
+            layers=self._layers, step_bits=self._step_bits, bus_bytes=self._bus_bytes,
+            buffer_bytes=self._buffer_bytes, hp_bytes=self._hp_bytes)
         m.submodules.status = st = ErrorStatus()
         wiring.connect(m, wiring.flipped(self.i_error), st.seq_error)
         full = Signal()
@@ -187,10 +195,13 @@ class CoreRegisters(wiring.Component):
         elif name == "IRQ_STATUS":
             m.d.comb += h.st.irq_clear.eq(wd[:3] & mask[:3])
         elif name == "DESC_DATA":
-            with m.If(h.full):
-                m.d.comb += h.st.overflow.eq(1)
-            with m.Else():
-                m.d.comb += [h.chk.word_valid.eq(1), h.chk.word.eq(wd)]
+            # every word counts; one dropped drops its descriptor
+            partial = ~mask.all()
+            m.d.comb += [h.chk.word_valid.eq(1), h.chk.word.eq(wd),
+                         h.chk.spoil.eq(partial | h.full),
+                         h.st.partial.eq(partial), h.st.overflow.eq(~partial & h.full)]
+            with m.If(partial):
+                m.d.sync += self.s_axil_bresp.eq(_SLVERR)
         elif r.access == "RW":
             reg = getattr(self, name.lower())
             m.d.sync += reg.eq((reg & ~mask) | (wd & mask))
@@ -212,14 +223,17 @@ class DescriptorCheck(wiring.Component):
     starts the checks of ``golden.core.check_descriptor`` in its order, over three cycles
     (``checking``: buffer ends, comparisons, the decision): a descriptor that fails is
     refused (``refuse`` a cycle long, with its code and version), one that passes is pushed
-    (``push``, its words) and its layer's version kept (a later one may not be older).
-    ``flush`` (a soft reset) restarts the staging and forgets the versions."""
+    (``push``, its words) and its layer's version and step kept (a later one may not be
+    older). A word that comes with ``spoil`` (dropped) is counted, and its descriptor is
+    neither checked nor pushed. ``flush`` (a soft reset) restarts the staging and forgets
+    the versions and steps."""
 
-    def __init__(self, *, layers: int, bus_bytes: int, buffer_bytes: dict, hp_bytes: int):
-        self._layers, self._bus_bytes = layers, bus_bytes
+    def __init__(self, *, layers: int, step_bits: int, bus_bytes: int, buffer_bytes: dict,
+                 hp_bytes: int):
+        self._layers, self._bus_bytes, self._step_bits = layers, bus_bytes, step_bits
         self._buffer_bytes, self._hp_bytes = buffer_bytes, hp_bytes
         super().__init__({
-            "word_valid": In(1), "word": In(32), "flush": In(1),
+            "word_valid": In(1), "word": In(32), "spoil": In(1), "flush": In(1),
             "io_base": In(64), "io_size": In(32),
             "checking": Out(1),
             "push": Out(wiring.Signature({"valid": Out(1),
@@ -232,12 +246,14 @@ class DescriptorCheck(wiring.Component):
         stage_w = Array(Signal(32, name=f"stage_{i}") for i in range(regmap.DESC_WORDS))
         word = Signal(range(regmap.DESC_WORDS))
         start = Signal()                    # the last word came: check the descriptor
+        spoiled = Signal()                  # a word of this descriptor was dropped
         with m.If(self.word_valid):
-            m.d.sync += [stage_w[word].eq(self.word), word.eq(word + 1)]
+            m.d.sync += [stage_w[word].eq(self.word), word.eq(word + 1),
+                         spoiled.eq(spoiled | self.spoil)]
             with m.If(word == regmap.DESC_WORDS - 1):
-                m.d.sync += [word.eq(0), start.eq(1)]
+                m.d.sync += [word.eq(0), spoiled.eq(0), start.eq(~spoiled & ~self.spoil)]
         with m.If(self.flush):
-            m.d.sync += word.eq(0)
+            m.d.sync += [word.eq(0), spoiled.eq(0)]
         f = {}
         for w, name, lsb, width, _ in regmap.DESCRIPTOR:
             lo = Cat(*[stage_w[w + k] for k in range((lsb + width + 31) // 32)])
@@ -246,6 +262,7 @@ class DescriptorCheck(wiring.Component):
         m.d.comb += io_end.eq(self.io_base + self.io_size)
         ends = {b: Signal(66, name=f"end_{b}") for b in _BUFFERS}
         last = Array(Signal(16, name=f"last_version_{i}") for i in range(self._layers))
+        last_step = Array(Signal(16, name=f"last_step_{i}") for i in range(self._layers))
         stage = Signal(2)
         m.d.comb += self.checking.eq(start | (stage != 0))
         with m.If(start):
@@ -258,7 +275,7 @@ class DescriptorCheck(wiring.Component):
                 else:
                     size = f["step_len"] * self._buffer_bytes[b]
                 m.d.sync += ends[b].eq(f[b] + size)
-        code = self._decide(m, f, ends, io_end, last, stage)
+        code = self._decide(m, f, ends, io_end, (last, last_step), stage)
         with m.If(stage == 2):
             m.d.sync += stage.eq(0)
             with m.If(code != 0):
@@ -266,16 +283,19 @@ class DescriptorCheck(wiring.Component):
                              self.refuse_version.eq(f["version"])]
             with m.Else():
                 m.d.comb += [self.push.data.eq(Cat(*stage_w)), self.push.valid.eq(1)]
-                m.d.sync += last[f["layer"]].eq(f["version"])
+                m.d.sync += [last[f["layer"]].eq(f["version"]),
+                             last_step[f["layer"]].eq(f["step"])]
         with m.If(self.flush):              # a soft reset starts a new stream
-            m.d.sync += [v.eq(0) for v in last]
+            m.d.sync += [v.eq(0) for v in (*last, *last_step)]
         return m
 
     def _decide(self, m, f, ends, io_end, last, stage):
         """The comparisons (registered at stage 1) and the first failing check's code."""
         io_base = self.io_base
+        last, last_step = last
         bad = {k: Signal(name=f"bad_{k}") for k in ("zero", "layer", "align", "window",
-                                                    "version")}
+                                                    "version", "step")}
+        wide = f["step"][self._step_bits:].any() if self._step_bits < 16 else Const(0, 1)
 
         def used(b):        # the sink buffers only with sink tokens
             return (f["n_sink"] != 0) if b in _SINKS else Const(1, 1)
@@ -289,21 +309,24 @@ class DescriptorCheck(wiring.Component):
                 bad["window"].eq(Cat(*[used(b) & ((f[b] < io_base) | (ends[b] > io_end))
                                        for b in _BUFFERS]).any()),
                 bad["version"].eq(f["version"] < last[f["layer"]]),
+                bad["step"].eq((f["step"] < last_step[f["layer"]]) | wide),
                 stage.eq(2)]
         e = regmap.ERRORS
         return Mux(bad["zero"], e["DESC_ZERO_LENGTH"][0],
                    Mux(bad["layer"], e["DESC_UNKNOWN_LAYER"][0],
                        Mux(bad["align"], e["DESC_MISALIGNED"][0],
                            Mux(bad["window"], e["DESC_OUT_OF_WINDOW"][0],
-                               Mux(bad["version"], e["DESC_VERSION_BACKWARDS"][0], 0)))))
+                               Mux(bad["version"], e["DESC_VERSION_BACKWARDS"][0],
+                                   Mux(bad["step"], e["DESC_BAD_STEP"][0], 0))))))
 
 
 class ErrorStatus(wiring.Component):
     """The first error since the last clear (``clear``) and the interrupt's causes.
 
     An error comes from the sequencer (``seq_error``), a descriptor word dropped on a full
-    queue (``overflow``) or a refused descriptor (``refuse``, which wins over the others in
-    its cycle; the overflow's over the sequencer's code, whose version and address stay).
+    queue (``overflow``) or without all its strobes (``partial``), or a refused descriptor
+    (``refuse``, which wins over the others in its cycle; a dropped word's over the
+    sequencer's code, whose version and address stay).
     ``irq_status`` gathers done, error and space (the queue has room again after being
     full) until cleared (``irq_clear``); ``interrupt`` is its OR under ``irq_enable``. The
     completions are counted (``desc_done``) and the last one's version kept."""
@@ -312,7 +335,8 @@ class ErrorStatus(wiring.Component):
         super().__init__({
             "seq_error": In(stream.Signature(data.StructLayout(
                 {"code": 8, "addr": 64, "version": 16}))),
-            "overflow": In(1), "refuse": In(1), "refuse_code": In(8), "refuse_version": In(16),
+            "overflow": In(1), "partial": In(1),
+            "refuse": In(1), "refuse_code": In(8), "refuse_version": In(16),
             "clear": In(1), "irq_clear": In(3), "irq_enable": In(3), "full": In(1),
             "completed": In(1), "completed_version": In(16),
             "code": Out(8), "err_version": Out(16), "err_addr": Out(64),
@@ -331,6 +355,8 @@ class ErrorStatus(wiring.Component):
                          raise_addr.eq(i.payload.addr)]
         with m.If(self.overflow):
             m.d.comb += raise_code.eq(regmap.ERRORS["QUEUE_OVERFLOW"][0])
+        with m.If(self.partial):
+            m.d.comb += raise_code.eq(regmap.ERRORS["DESC_PARTIAL_WRITE"][0])
         with m.If(self.refuse):
             m.d.comb += [raise_code.eq(self.refuse_code),
                          raise_version.eq(self.refuse_version)]

@@ -37,7 +37,8 @@ class RegsModel:
         self.perf = perf_values
         self.code = self.err_version = self.err_addr = 0
         self.irq_status = 0
-        self.stage, self.queue, self.last = [], [], {}
+        self.stage, self.queue, self.last, self.last_step = [], [], {}, {}
+        self.spoiled = False                # a word of the staged descriptor was dropped
         self.done_count = self.done_version = 0
         self.depth = cfg.core_queue_depth
         self.busy = 0
@@ -62,7 +63,7 @@ class RegsModel:
 
     # --- the host's side -----------------------------------------------------------------
     def write(self, off, data, strb=0xF):
-        r = self.regs.get(off)
+        r = self.regs.get(off & 0xFFC)      # address bits 1:0 ignored (regmap.BUS_RULES)
         if r is None or r.access == "RO":
             return SLVERR
         mask = sum(0xFF << (8 * i) for i in range(4) if strb >> i & 1)
@@ -70,20 +71,27 @@ class RegsModel:
             self.rw["CTRL"] = (self.rw["CTRL"] & ~mask) | (data & mask & 0b101)
             if data & mask & 2:                          # soft reset: a new stream
                 self.queue, self.stage, self.code = [], [], 0
-                self.last = {}
+                self.last, self.last_step, self.spoiled = {}, {}, False
         elif r.name == "ERROR_CODE":
             if data & mask & 1:
                 self.code = 0
         elif r.name == "IRQ_STATUS":
             self.irq_status &= ~(data & mask & 7)
         elif r.name == "DESC_DATA":
-            if len(self.queue) == self.depth:
+            # every word counts; one dropped (a partial write, the queue full) drops its
+            # descriptor
+            partial = strb & 0xF != 0xF
+            if partial:
+                self._raise(regmap.ERRORS["DESC_PARTIAL_WRITE"][0])
+            elif len(self.queue) == self.depth:
                 self._raise(regmap.ERRORS["QUEUE_OVERFLOW"][0])
-            else:
-                self.stage.append(data)
-                if len(self.stage) == regmap.DESC_WORDS:
+            self.spoiled |= partial or len(self.queue) == self.depth
+            self.stage.append(data)
+            if len(self.stage) == regmap.DESC_WORDS:
+                if not self.spoiled:
                     self._queue(self.stage)
-                    self.stage = []
+                self.stage, self.spoiled = [], False
+            return SLVERR if partial else OKAY
         elif r.access == "RW":
             self.rw[r.name] = (self.rw[r.name] & ~mask) | (data & mask)
         return OKAY
@@ -93,15 +101,17 @@ class RegsModel:
         rw = self.rw
         name, code = check_descriptor(
             desc, self.cfg, io_base=rw["IO_BASE_LO"] | rw["IO_BASE_HI"] << 32,
-            io_size=rw["IO_SIZE"], bus_bytes=self.cfg.kvmu_bus_bytes, last_version=self.last)
+            io_size=rw["IO_SIZE"], bus_bytes=self.cfg.kvmu_bus_bytes, last_version=self.last,
+            last_step=self.last_step)
         if code:
             self._raise(code, desc["version"])
         else:
             self.last[desc["layer"]] = desc["version"]
+            self.last_step[desc["layer"]] = desc["step"]
             self.queue.append(list(words))
 
     def read(self, off):
-        r = self.regs.get(off)
+        r = self.regs.get(off & 0xFFC)
         if r is None:
             return 0, SLVERR
         n = r.name
@@ -159,13 +169,15 @@ class RegsModel:
         raise ValueError(f"unknown action {kind!r}")
 
 
-def random_descriptor(rng, cfg, io_base: int, io_size: int, layer=None, version=0) -> dict:
-    """A descriptor the core accepts: aligned buffers inside the I/O window."""
+def random_descriptor(rng, cfg, io_base: int, io_size: int, layer=None, version=0,
+                      step=0) -> dict:
+    """A descriptor the core accepts (given its layer's last version and step are not
+    newer than ``version`` and ``step``): aligned buffers inside the I/O window."""
     bus = cfg.kvmu_bus_bytes
     t = int(rng.integers(1, 64))
     desc = {"version": version, "layer": int(rng.integers(0, cfg.n_layers)) if layer is None
             else layer, "kind": int(rng.integers(0, 2)), "step_len": t,
-            "step": int(rng.integers(0, 1 << 16)), "beta_m": int(rng.integers(0, 1 << 16)),
+            "step": step, "beta_m": int(rng.integers(0, 1 << 16)),
             "beta_shift": int(rng.integers(0, 64)),
             "n_sink": int(rng.choice([0, int(rng.integers(1, 64))])),
             "token0": int(rng.integers(0, 1 << 20))}
@@ -180,9 +192,10 @@ def random_descriptor(rng, cfg, io_base: int, io_size: int, layer=None, version=
     return desc
 
 
-def bad_descriptors(rng, cfg, io_base, io_size, version):
+def bad_descriptors(rng, cfg, io_base, io_size, version, step):
     """One descriptor of each refusal, in check order: (name, descriptor)."""
-    good = lambda: random_descriptor(rng, cfg, io_base, io_size, layer=0, version=version)
+    good = lambda: random_descriptor(rng, cfg, io_base, io_size, layer=0, version=version,
+                                     step=step)
     out = []
     d = good(); d["step_len"] = 0; out.append(("DESC_ZERO_LENGTH", d))
     d = good(); d["layer"] = cfg.n_layers; out.append(("DESC_UNKNOWN_LAYER", d))
@@ -193,14 +206,20 @@ def bad_descriptors(rng, cfg, io_base, io_size, version):
     out.append(("DESC_OUT_OF_WINDOW", d))
     d = good(); d["n_sink"] = 2; d["sink_k_addr"] = io_base + 4; out.append(("DESC_MISALIGNED", d))
     d = good(); d["version"] = version - 1; out.append(("DESC_VERSION_BACKWARDS", d))
+    d = good(); d["version"] = version - 1; d["step"] = step - 1
+    out.append(("DESC_VERSION_BACKWARDS", d))
+    d = good(); d["step"] = step - 1; out.append(("DESC_BAD_STEP", d))
+    if cfg.step_bits < 16:
+        d = good(); d["step"] = 1 << cfg.step_bits; out.append(("DESC_BAD_STEP", d))
     return out
 
 
 def scenario(cfg, seed: int = 0):
-    """A host's run of the register file: reset values; every RW register written with random strobes and
-    read back; unmapped and read-only writes; the window set; good and bad descriptors,
-    errors cleared; the queue filled past its depth; pops; done and error reports;
-    interrupts enabled, raised and cleared; a soft reset. Returns the actions."""
+    """A host's run of the register file: reset values; every RW register written with
+    random strobes and read back; unmapped and read-only writes; the window set; good and
+    bad descriptors, errors cleared; the queue filled past its depth; pops; done and error
+    reports; interrupts enabled, raised and cleared; a soft reset; then the bus rules
+    (:func:`_bus_rules`). Returns the actions."""
     rng = np.random.default_rng(seed)
     off = regmap.offsets({})
     acts = [("read", r.offset) for r in regmap.REGISTERS]
@@ -216,11 +235,11 @@ def scenario(cfg, seed: int = 0):
     acts += [("write", off["IO_BASE_LO"], io_base, 0xF), ("write", off["IO_BASE_HI"], 0, 0xF),
              ("write", off["IO_SIZE"], io_size, 0xF), ("write", off["IRQ_ENABLE"], 7, 0xF)]
     version = 10
-    for k in range(3):
+    for k in range(3):                  # the same step twice, then the next
         acts.append(("desc", random_descriptor(rng, cfg, io_base, io_size, layer=0,
-                                               version=version + k)))
+                                               version=version + k, step=2 + k // 2)))
     acts += [("pop", 2), ("read", off["STATUS"])]
-    for name, d in bad_descriptors(rng, cfg, io_base, io_size, version + 2):
+    for name, d in bad_descriptors(rng, cfg, io_base, io_size, version + 2, 3):
         acts += [("desc", d), ("read", off["ERROR_CODE"]), ("read", off["IRQ_STATUS"]),
                  ("write", off["ERROR_CODE"], 1, 0xF), ("write", off["IRQ_STATUS"], 2, 0xF)]
     for k in range(cfg.core_queue_depth + 1):      # one more than fits: overflow
@@ -237,4 +256,33 @@ def scenario(cfg, seed: int = 0):
              ("write", off["CTRL"], 5, 0xF), ("read", off["CTRL"]),
              ("write", off["CTRL"], 3, 0xF), ("read", off["CTRL"]), ("read", off["STATUS"]),
              ("read", off["ERROR_CODE"])]
+    return acts + _bus_rules(rng, cfg, io_base, io_size)
+
+
+def _bus_rules(rng, cfg, io_base, io_size):
+    """After a soft reset: reads at unaligned addresses; a descriptor with a partial write
+    in its middle (dropped whole, SLVERR, the next one whole); the queue filled, a
+    descriptor begun while it is full and finished after a pop (dropped whole), the next one
+    whole; a step older than the layer's last."""
+    off = regmap.offsets({})
+    desc = lambda v, s=5: random_descriptor(rng, cfg, io_base, io_size, layer=0, version=v,
+                                            step=s)
+    words = lambda d: regmap.encode_descriptor(**d)
+    acts = [("read", off["ID"] + 1), ("read", off["IO_SIZE"] + 2), ("read", off["ID"] + 3),
+            ("read", 0xFFD), ("write", off["TH_R"] + 2, 0x0001_0000, 0xC),
+            ("read", off["TH_R"])]
+    d = words(desc(1))
+    acts += [("write", off["DESC_DATA"], w, 0xF) for w in d[:3]]
+    acts += [("write", off["DESC_DATA"], d[3], 0x3)]
+    acts += [("write", off["DESC_DATA"], w, 0xF) for w in d[4:]]
+    acts += [("read", off["ERROR_CODE"]), ("read", off["STATUS"]),
+             ("write", off["ERROR_CODE"], 1, 0xF), ("desc", desc(2)), ("pop", 1)]
+    acts += [("desc", desc(3 + k)) for k in range(cfg.core_queue_depth)]
+    d = words(desc(20))
+    acts += [("write", off["DESC_DATA"], w, 0xF) for w in d[:5]]
+    acts += [("read", off["ERROR_CODE"]), ("pop", 1)]
+    acts += [("write", off["DESC_DATA"], w, 0xF) for w in d[5:]]
+    acts += [("read", off["STATUS"]), ("write", off["ERROR_CODE"], 1, 0xF),
+             ("pop", cfg.core_queue_depth), ("desc", desc(21, 6)), ("pop", 1),
+             ("desc", desc(22, 5)), ("read", off["ERROR_CODE"]), ("read", off["STATUS"])]
     return acts

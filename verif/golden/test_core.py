@@ -44,6 +44,26 @@ def test_descriptor_checks(changes, last, want):
     assert name == want and (code == 0) == (want == "NONE")
 
 
+@pytest.mark.parametrize("step, last, step_bits, want", [
+    (2, {1: 2}, 16, "NONE"),                     # the same step again (a text step's turn)
+    (2, {1: 3}, 16, "DESC_BAD_STEP"),            # backwards
+    (2, {0: 9}, 16, "NONE"),                     # another layer's step
+    (15, {}, 4, "NONE"), (16, {}, 4, "DESC_BAD_STEP"),      # the build's step width
+    (0xFFFF, {1: 0xFFFE}, 16, "NONE"),
+])
+def test_descriptor_step_checks(step, last, step_bits, want):
+    import dataclasses
+    cfg = dataclasses.replace(CFG, step_bits=step_bits)
+    name, _ = check_descriptor(good(step=step), cfg, last_version={}, last_step=last, **IO)
+    assert name == want
+
+
+def test_a_bad_version_is_reported_before_a_bad_step():
+    name, _ = check_descriptor(good(version=1, step=1), CFG, last_version={1: 3},
+                               last_step={1: 3}, **IO)
+    assert name == "DESC_VERSION_BACKWARDS"
+
+
 def test_buffer_sizes():
     b = buffer_bytes(good(), CFG)
     assert b["q_addr"][1] == 9 * 76 * 64 and b["o_addr"][1] == 2 * 9 * 76 * 64
