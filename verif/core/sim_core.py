@@ -21,10 +21,14 @@ OFF = {r.name: r.offset for r in regmap.REGISTERS}
 
 def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str = "none",
              seed: int = 0, max_cycles: int = 2_000_000, faults: dict | None = None,
-             dut=None, vcd: str | None = None):
+             dut=None, vcd: str | None = None, refused: dict | None = None,
+             tamper: dict | None = None):
     """Run the plan's stream; returns ``(Observed, info)`` with ``info``: cycles, the error
     register (the first error seen while it ran) and the error address, the counters (name
-    -> value) and the memory model. ``faults``: as ``AxiMemSim.faults``."""
+    -> value) and the memory model. ``faults``: as ``AxiMemSim.faults``. ``refused``:
+    k -> a descriptor the host writes just before the plan's k-th, one the core refuses
+    (it never completes: the run ends when the plan's have). ``tamper``: as
+    ``AxiMemSim.tamper``."""
     cfg = plan.cfg
     dut = dut or VrexCore(cfg)
     pauses = {}
@@ -36,6 +40,7 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
     for addr, raw in plan.image.items():
         mem.write_bytes(addr, raw)
     mem.faults.update(faults or {})
+    mem.tamper.update(tamper or {})
     src, snk = crossing(host_cross, seed + 9)
     host = AxiLiteHost(dut, src=src, snk=snk)
     obs = Observed()
@@ -46,13 +51,14 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
         for off, value in plan.registers:
             assert await host.write(ctx, off, value) == 0, f"register write at {off:#x}"
         depth = cfg.core_queue_depth
-        for desc in plan.descriptors:
-            while True:
-                st, _ = await host.read(ctx, OFF["STATUS"])
-                if ((st >> 8) & 0xFF) < depth:
-                    break
-            for w in regmap.encode_descriptor(**desc):
-                assert await host.write(ctx, OFF["DESC_DATA"], w) == 0
+        for k, desc in enumerate(plan.descriptors):
+            for d in ([refused[k]] if k in (refused or {}) else []) + [desc]:
+                while True:
+                    st, _ = await host.read(ctx, OFF["STATUS"])
+                    if ((st >> 8) & 0xFF) < depth:
+                        break
+                for w in regmap.encode_descriptor(**d):
+                    assert await host.write(ctx, OFF["DESC_DATA"], w) == 0
         while True:
             done, _ = await host.read(ctx, OFF["DESC_DONE"])
             obs.done = done

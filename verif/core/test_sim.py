@@ -1,6 +1,7 @@
 """The core's register file, fast tier: every register's reset value, access type and byte
 strobes, the descriptor checks in golden.core's order, the queue and its overflow, the first
-error and the interrupt, soft reset; under every crossing, for several builds."""
+error and the interrupt, soft reset, the bus rules (unaligned addresses, partial and
+dropped descriptor words); under every crossing, for several builds."""
 import pytest
 
 from verif.lib.pauses import CROSSINGS
@@ -10,7 +11,7 @@ from .model import scenario
 from .sim import run_regs
 
 POINTS = {"default": Config(), "q1_l2_bus8": Config(core_queue_depth=1, n_layers=2,
-                                                    kvmu_bus_bytes=8),
+                                                    kvmu_bus_bytes=8, step_bits=8),
           "q8_tuned": Config.from_preset("tuned", core_queue_depth=8, hash_scope="per_head")}
 
 
@@ -136,6 +137,70 @@ def test_core_step_over_max_tokens_is_refused_and_no_list_runs_ahead_for_it():
     assert ahead == [False] + [True] * 5 + [False, False]
     assert info["perf"]["core_ahead"] == sum(ahead)
     assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden[:6])
+
+
+@pytest.mark.parametrize("latency, pauses", [(0, 0.0), (3, 0.3)])
+def test_core_step_going_backwards_is_refused_and_the_stream_goes_on(latency, pauses):
+    """A descriptor whose step is older than its layer's last (its version not older): refused
+    with DESC_BAD_STEP and its version, nothing of it hashed, stored or
+    written; the next descriptors (the same layer's among them) run bit-exact and complete."""
+    from vrex import regmap
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    cfg = tiny_config("paper")
+    plan = plan_stream(tr, qt, cfg)
+    ds = plan.descriptors
+    k = next(i for i, d in enumerate(ds) if d["step"] >= 3)
+    layer = ds[k]["layer"]
+    first = next(d for d in ds if d["layer"] == layer and d["step"] >= 1)   # past the sinks
+    last = [d for d in ds[:k] if d["layer"] == layer][-1]
+    assert first["step"] < last["step"]
+    bad = dict(first, version=last["version"])           # only its step is older
+    obs, info = run_core(plan, latency=latency, bus_pauses=pauses, seed=2,
+                         max_cycles=200_000, refused={k: bad})
+    assert info["error"] & 0xFF == regmap.ERRORS["DESC_BAD_STEP"][0], hex(info["error"])
+    assert info["error"] >> 16 == bad["version"]
+    assert obs.done == len(ds)
+    assert not compare_run(plan, obs), compare_run(plan, obs)
+    assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden)
+
+
+def test_core_hcu_refusal_ends_the_group_and_the_stream_goes_on():
+    """A saved cluster window comes back from memory with a later last step than it had (the
+    memory kept wrong bytes): the HCU refuses that layer's next tokens. Each refused token
+    counts as done, the group's tokens are not stored and the descriptor ends with
+    DRE_REFUSED; every descriptor completes (none waits for an assignment that will not
+    come), the other layer's windows and outputs stay the golden model's."""
+    import dataclasses
+    from vrex import regmap
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    geo = {**TINY, "n_layers": 2}
+    tr, qt = synthetic_stream(5, **geo)
+    cfg = tiny_config("paper", n_layers=2, hcu_contexts=1, kvmu_blocks=64)
+    plan = plan_stream(tr, qt, cfg)
+    ds = plan.descriptors
+    assert [(d["step"], d["layer"]) for d in ds[:5]] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+    # window 0 (layer 0) is saved by (step 1, layer 1) and loaded again by (step 2, layer 0)
+    top = (1 << cfg.step_bits) - 1
+
+    def later_step(raw):
+        head = int.from_bytes(raw, "little") | top << cfg.cluster_id_bits
+        return head.to_bytes(len(raw), "little")
+    obs, info = run_core(plan, seed=3, max_cycles=60_000,
+                         tamper={cfg.ctx_base: later_step})
+    assert info["error"] & 0xFF == regmap.ERRORS["DRE_REFUSED"][0], hex(info["error"])
+    assert obs.done == len(ds)
+    lost = sum(g.hashes.size for g, d in zip(plan.golden, ds) if d["layer"] == 0 and
+               d["step"] >= 2)
+    assert lost and info["perf"]["hcu_refused"] == lost
+    assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden) - lost
+    keep = [k for k, d in enumerate(ds) if d["layer"] == 1 or d["step"] <= 2]
+    ran = dataclasses.replace(plan, golden=[plan.golden[k] for k in keep],
+                              descriptors=[ds[k] for k in keep])
+    obs.o_rows = [obs.o_rows[k] for k in keep]
+    assert not compare_run(ran, obs, taps=False), compare_run(ran, obs, taps=False)
 
 
 @pytest.mark.parametrize("b_rows, answers, latency, pauses", [

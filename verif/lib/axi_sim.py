@@ -44,6 +44,9 @@ class AxiMemSim:
         self.ar_log: list = []          # (addr, bytes) per read burst, in order
         self.aw_log: list = []
         self.faults: dict = {}          # ("read"|"write", addr) -> resp(s): take_fault
+        # a memory that keeps the wrong bytes: addr -> f(beat bytes) -> bytes kept, the first
+        # time a beat is written there (answered OKAY)
+        self.tamper: dict = {}
         self.stop = False
 
     def sig(self, name):
@@ -120,6 +123,8 @@ class AxiMemSim:
                 if self.full_strobes:
                     assert strb == (1 << self.bus) - 1
                 raw = ctx.get(s("wdata")).to_bytes(self.bus, "little")
+                if a in self.tamper:
+                    raw = self.tamper.pop(a)(raw)
                 for i in range(self.bus):
                     if strb >> i & 1:
                         self.mem[a + i] = raw[i]

@@ -8,8 +8,8 @@ from amaranth.utils import exact_log2
 
 from ...attn.engine import Kind
 from ...kvmu.kvmu import KvMemoryManager
-from .common import DOT, KV, SUM, A, B, descriptor_layout, offer, walk_layout
-from .counts import _leave
+from .common import DOT, ERR, KV, SUM, A, B, descriptor_layout, offer, walk_layout
+from .counts import _leave, _raise
 
 __all__ = ["HashingPhase", "StoresPhase"]
 
@@ -120,7 +120,11 @@ class StoresPhase(wiring.Component):
     KVMU's store data, and per token, in order, its HCU assignment (``assign``, queued as
     the HCU gives them) with a ``STORE`` command once its rows are in the DMA without error;
     once a read failed (``drop_kv``, cleared by ``clear_drop``) the assignments are dropped
-    and no token is stored. Then the next group.
+    and no token is stored. A token the HCU refuses (``refused``, a cycle per token, from
+    the group's hashing on) has no assignment: it is counted as done, the group's later
+    assignments and store data are dropped (the tokens' order is lost) and the group ends
+    with ``DRE_REFUSED``, so it never waits for an assignment that will not come. Then the next
+    group.
 
     Latency: a token's command the cycle its rows are in and its assignment is queued."""
 
@@ -131,7 +135,7 @@ class StoresPhase(wiring.Component):
             "walk": In(walk_layout(cfg.kvmu_addr_bits)),
             "assign": In(stream.Signature(cluster_bits)),
             "dma_error": In(1), "dma_received": In(32), "clear_drop": In(1),
-            "drop_kv": Out(1),
+            "refused": In(1), "drop_kv": Out(1),
         })
 
     def elaborate(self, platform):
@@ -152,13 +156,16 @@ class StoresPhase(wiring.Component):
         m.d.comb += kv_rx.eq(self.dma_received - kv_base)
         drop = Signal()                       # a read failed: the store data is dropped
         m.d.comb += self.drop_kv.eq(drop)
+        lost = Signal(16)                     # the group's tokens the HCU refused
+        with m.If(self.refused):
+            m.d.sync += [lost.eq(lost + 1), drop.eq(1)]
         with m.If(self.clear_drop):
             m.d.sync += drop.eq(0)
         with m.FSM(name="stores"):
             with m.State("IDLE"):
                 with m.If(ctl.go):
                     m.d.sync += [kv_base.eq(self.dma_received), stored.eq(0),
-                                 drop.eq(self.dma_error)]
+                                 drop.eq(drop | self.dma_error)]
                     m.next = "G_STORE_PROG"
             with m.State("G_STORE_PROG"):
                 with m.If(self.dma_error):
@@ -172,7 +179,10 @@ class StoresPhase(wiring.Component):
                 have = kv_rx >= (stored + 1) * token_beats
                 with m.If(self.dma_error):
                     m.d.sync += drop.eq(1)
-                with m.If(stored == w.nh):
+                with m.If(stored + lost == w.nh):
+                    m.d.sync += lost.eq(0)
+                    with m.If(lost != 0):
+                        _raise(m, ctl.req, ERR["DRE_REFUSED"])
                     _leave(m, ctl)
                 with m.Elif(aq.r_rdy & (drop | self.dma_error)):
                     m.d.comb += aq.r_en.eq(1)               # drop the assignment
