@@ -95,7 +95,8 @@ test: $(STAMP)
 
 # the long runs kept out of `make test`: whole real traces, long streams with faults
 soak: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist worksteal -q -m soak verif
+	VREX_SIM_WALL_S=$${VREX_SIM_WALL_S:-14400} $(PY) -m pytest -n $(JOBS) --dist worksteal -q \
+		-m soak verif
 
 clean:
 	rm -rf build sim_build

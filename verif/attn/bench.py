@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 
-import cocotb
 import numpy as np
 
 from golden.numerics import ExpUnit
@@ -16,6 +15,7 @@ from verif.attn.model import (attend_chunked_command, attend_command, empty_port
                               score_command, trace_attend_commands, trace_hash_commands,
                               trace_score_commands)
 from verif.attn.tb import EngineTB
+from verif.lib.cocotb_tb import LONG_LIMIT_MS, test
 
 
 async def _measure(tb, ports, want_gemm, want_hash, macs: int, want_score=(),
@@ -32,7 +32,7 @@ async def _measure(tb, ports, want_gemm, want_hash, macs: int, want_score=(),
             "feed_stalled": perf["feed_stalled"], "out_stalled": perf["out_stalled"]}
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def bench(dut):
     tb = EngineTB(dut)
     await tb.start()

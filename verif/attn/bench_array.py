@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 
-import cocotb
 import numpy as np
 
 from verif.attn.model import gemm_case, trace_hash_case
 from verif.attn.tb_array import ArrayTB
+from verif.lib.cocotb_tb import LONG_LIMIT_MS, test
 
 
 async def _measure(tb, tiles, useful_macs: int) -> dict:
@@ -27,7 +27,7 @@ async def _measure(tb, tiles, useful_macs: int) -> dict:
             "busy": perf["busy"], "held": perf["held"], "starved": perf["starved"]}
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def bench(dut):
     tb = ArrayTB(dut)
     await tb.start()

@@ -14,7 +14,7 @@ from rtl import AttentionEngine
 from verif.attn.model import (attend_chunked_command, attend_command, bad_command, empty_ports, gemm_command,
                               hash_command, random_int8, score_command, trace_attend_commands,
                               trace_hash_commands, trace_score_commands)
-from verif.lib.cocotb_tb import CLOCK_NS, BlockTB, named
+from verif.lib.cocotb_tb import CLOCK_NS, BlockTB, named, test
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
 
@@ -53,7 +53,7 @@ class EngineTB(BlockTB):
         return {k: perf[k] - base[k] for k in perf}
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def gemm_commands(dut, crossing):
     """GEMMs whose sizes are not multiples of n (one with k < n), back to back."""
@@ -69,7 +69,7 @@ async def gemm_commands(dut, crossing):
     assert perf["commands"] == 3 and perf["refused"] == 0
 
 
-@cocotb.test()
+@test()
 async def gemm_extremes(dut):
     """All -128 over the longest row the buffers hold; B as long as the buffer holds."""
     tb = EngineTB(dut)
@@ -84,7 +84,7 @@ async def gemm_extremes(dut):
     assert want[0]["c"][0] == 128 * 128 * K
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace_hashes(dut, preset):
     """The bundled trace's hash work, step by step and layer by layer, under both presets (the
@@ -97,7 +97,7 @@ async def real_trace_hashes(dut, preset):
     await tb.run(ports, [], want)
 
 
-@cocotb.test()
+@test()
 async def random_hashes(dut):
     """Random keys, hyperplanes and biases at the build's hash width."""
     tb = EngineTB(dut)
@@ -114,7 +114,7 @@ async def random_hashes(dut):
     await tb.run(ports, [], want)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def score_commands(dut, crossing):
     """Cluster scoring in the WTU's input format: candidate counts not a multiple of n or of
@@ -136,7 +136,7 @@ async def score_commands(dut, crossing):
     assert perf["commands"] == 5 and perf["refused"] == 0
 
 
-@cocotb.test()
+@test()
 async def score_extremes(dut):
     """All -128 (the largest scores) and all 127 at the longest reduction whose scores fit."""
     tb = EngineTB(dut)
@@ -153,7 +153,7 @@ async def score_extremes(dut):
     assert want[0]["entry"][0]["score"] == 128 * 128 * k
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace_scores(dut, preset):
     """The bundled trace's cluster scoring under both presets: every score, weight and count
@@ -166,7 +166,7 @@ async def real_trace_scores(dut, preset):
     await tb.run(ports, [], [], want)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def attend_commands(dut, crossing):
     """Light attention: sizes not multiples of n, causal steps of several lengths and none,
@@ -191,7 +191,7 @@ async def attend_commands(dut, crossing):
     assert perf["commands"] == 6 and perf["refused"] == 0
 
 
-@cocotb.test()
+@test()
 async def attend_extremes(dut):
     """All -128 and all 127 over as many tokens as B holds at the longest head dimension (the
     largest scores and P·V sums), a steep exponential, an empty fetched set."""
@@ -211,7 +211,7 @@ async def attend_extremes(dut):
     assert want[0]["o"][0] == -128 << cfg.out_frac_bits
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace_attention(dut, preset):
     """The bundled trace's light attention under both presets (sinks, the golden run's
@@ -225,7 +225,7 @@ async def real_trace_attention(dut, preset):
     await tb.run(ports, [], [], [], want)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def attend_chunked(dut, crossing):
     """Light attention over sets longer than B holds, as chunked commands (a maximum's pass
@@ -260,7 +260,7 @@ async def attend_chunked(dut, crossing):
     assert perf["refused"] == 0
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace_long_attention(dut, preset):
     """The bundled trace's attended sets longer than B, as chunked commands of b_rows tokens:
@@ -273,7 +273,7 @@ async def real_trace_long_attention(dut, preset):
     await tb.run(ports, [], [], [], want)
 
 
-@cocotb.test()
+@test()
 async def refused_commands(dut):
     """Zero sizes, rows longer than the buffer, too many B rows, an unknown kind, a hash of the
     wrong width, scores that would not fit, a causal step longer than the attended set, bad
@@ -306,7 +306,7 @@ async def refused_commands(dut):
         assert perf["refused"] == 1 and perf["commands"] == 2
 
 
-@cocotb.test()
+@test()
 async def reset_mid_command(dut):
     """A reset in the middle of a command leaves the engine clean for the next one."""
     tb = EngineTB(dut)
@@ -327,7 +327,7 @@ async def reset_mid_command(dut):
     await tb.run(ports, want, [])
 
 
-@cocotb.test()
+@test()
 async def command_cycles(dut):
     """Every stream valid and every output ready: a GEMM takes command_cycles."""
     tb = EngineTB(dut)

@@ -11,7 +11,7 @@ from cocotb.triggers import ClockCycles
 from golden.numerics import hash_bits
 from rtl import SystolicArray
 from verif.attn.model import gemm_case, tile_beats, tile_rows, trace_hash_case
-from verif.lib.cocotb_tb import BlockTB, named
+from verif.lib.cocotb_tb import BlockTB, named, test
 from verif.lib.pauses import CROSSINGS, no_pause
 from verif.lib.scoreboard import compare
 
@@ -39,7 +39,7 @@ class ArrayTB(BlockTB):
         return got, perf
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def gemm_crossed(dut, crossing):
     """M, K, L not multiples of n, tiles back to back, under each crossing."""
@@ -51,7 +51,7 @@ async def gemm_crossed(dut, crossing):
     await tb.run(gemm_case(rng, 2 * n + 3, 37, n + 5, n))
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(k=[1, 2, 5, 64])
 async def reductions(dut, k):
     """Short reductions (padded to n beats) and a long one, with back-pressure."""
@@ -62,7 +62,7 @@ async def reductions(dut, k):
     await tb.run(gemm_case(np.random.default_rng(k), n + 1, k, 2 * n - 1, n))
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(kind=named(["min", "max", "sparse"]))
 async def extremes(dut, kind):
     """All -128 over the longest reduction the accumulators are built for (the largest sum),
@@ -78,7 +78,7 @@ async def extremes(dut, kind):
         assert got[0]["c"][0] == 128 * 128 * k
 
 
-@cocotb.test()
+@test()
 async def real_trace_hash_projection(dut):
     """The bundled trace's keys against the layer's hyperplanes: the signs of the array's
     projections are the golden ReSV run's hashes."""
@@ -102,7 +102,7 @@ async def real_trace_hash_projection(dut):
     assert col_tiles * -(-len(keys) // n) == len(tiles)
 
 
-@cocotb.test()
+@test()
 async def reset_mid_tile(dut):
     """A reset in the middle of a tile leaves the array clean."""
     tb = ArrayTB(dut)
@@ -120,7 +120,7 @@ async def reset_mid_tile(dut):
     await tb.run(gemm_case(rng, n, 20, n, n))
 
 
-@cocotb.test()
+@test()
 async def utilisation(dut):
     """Without idle or back-pressure the array takes one beat a cycle: a 4n x 64 x 4n GEMM
     finishes in tile_cycles, so its MAC utilisation is useful MACs / (n² x cycles)."""
@@ -136,7 +136,7 @@ async def utilisation(dut):
     assert util >= (64 * len(tiles)) / (64 * len(tiles) + tb.model.latency) - 1e-9
 
 
-@cocotb.test()
+@test()
 async def blocked_output(dut):
     """A consumer that takes nothing for 40n cycles: the array takes beats until a tile's
     ``last`` would owe more rows than its queue holds and waits there (``held``), never

@@ -8,7 +8,7 @@ import numpy as np
 from golden.attn import exp_registers
 from golden.numerics import ExpUnit as GoldenExp
 from rtl import ExpUnit
-from verif.lib.cocotb_tb import BlockTB, named
+from verif.lib.cocotb_tb import BlockTB, named, test
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
 
@@ -38,7 +38,7 @@ def _inputs(unit, x_bits):
     return np.concatenate([dense, sparse])
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(alpha=[1e-3, 0.0123, 0.5])
 async def every_index_and_shift(dut, alpha):
     tb = ExpTB(dut)
@@ -48,7 +48,7 @@ async def every_index_and_shift(dut, alpha):
     await tb.run(_inputs(unit, tb.cfg.score_bits + 1), unit)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def random_differences(dut, crossing):
     tb = ExpTB(dut)
@@ -60,7 +60,7 @@ async def random_differences(dut, crossing):
     await tb.run(-rng.integers(0, lim, 500), unit)
 
 
-@cocotb.test()
+@test()
 async def throughput(dut):
     """One beat a cycle, first weight latency cycles after the first input."""
     tb = ExpTB(dut)

@@ -24,10 +24,10 @@ import json
 import os
 from pathlib import Path
 
-import cocotb
 from cocotb.triggers import ClockCycles
 
 from verif.core.tb import OFF, CoreTB, _descriptor_ok, preset_plans, trace_plans
+from verif.lib.cocotb_tb import LONG_LIMIT_MS, test
 from verif.lib.runner import tb_config
 from vrex import regmap
 
@@ -133,7 +133,7 @@ async def measure_queued(dut, tb, plans, serial: dict) -> dict:
     return out
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def bench_trace(dut):
     cfg = tb_config()
     os.environ["VREX_TAPS"] = "0"

@@ -18,7 +18,7 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 from verif.core.e2e import (SYNTH, Observed, compare_run, failed_fetches, plan_stream,
                              synthetic_stream)
 from verif.kvmu.tb import FaultRam
-from verif.lib.cocotb_tb import CLOCK_NS, Ticker, cycle_now, until_cycle
+from verif.lib.cocotb_tb import CLOCK_NS, LONG_LIMIT_MS, Ticker, cycle_now, test, until_cycle
 from verif.lib.runner import tb_config
 from rtl.core import map as core_map
 from vrex import regmap
@@ -194,7 +194,7 @@ def _synthetic(cfg, seed):
     return plan_stream(tr, qt, cfg)
 
 
-@cocotb.test()
+@test()
 async def synthetic_stream_quiet_bus(dut):
     """A synthetic stream (prompt, frames, question) on a bus without pauses or latency;
     the core's busy cycles within 5% of the cycle model (``golden.cycles`` with the
@@ -219,7 +219,7 @@ async def synthetic_stream_quiet_bus(dut):
                              f"(make cycles, then verif.core.cycles --save)")
 
 
-@cocotb.test()
+@test()
 async def synthetic_stream_hostile_bus(dut):
     """The same kind of stream with random pauses on every AXI channel and a random
     pipelined read latency of 0-60 cycles."""
@@ -256,7 +256,7 @@ def trace_plans(cfg):
                         int(os.environ.get("VREX_STEPS", 0)) or None)
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def bundled_trace(dut):
     """The bundled real trace end to end under both presets, one after the other with a
     soft reset between them (a new stream), under random latency and pauses; per step and
@@ -300,7 +300,7 @@ def _descriptor_ok(plan, obs, i) -> bool:
     return bool((obs.o_rows[i] == want).all())
 
 
-@cocotb.test()
+@test()
 async def write_error_is_reported_and_nothing_else_changes(dut):
     """SLVERR on one output beat's write: ERROR_CODE says BUS_WRITE with the descriptor's
     version and the address; every descriptor completes; every hash, cluster, selection and
@@ -327,7 +327,7 @@ async def write_error_is_reported_and_nothing_else_changes(dut):
     assert not bad, "\n".join(bad)
 
 
-@cocotb.test()
+@test()
 async def read_error_stores_nothing_of_its_descriptor(dut):
     """SLVERR on a query read: BUS_READ with the address; every descriptor still completes
     and none of the failed descriptor's tokens is stored (the KVMU's stored-token count is
@@ -350,7 +350,7 @@ async def read_error_stores_nothing_of_its_descriptor(dut):
         (perf["kvmu_stored_tokens"], sum(hashed), hashed[k])
 
 
-@cocotb.test()
+@test()
 async def fetch_read_error_is_padded_and_nothing_else_changes(dut):
     """SLVERR on a fetched KV block's read (the first far-tier block's first read: a block
     in the far tier is only ever read by fetches): the KVMU drops the fetch's other beats
@@ -378,7 +378,7 @@ async def fetch_read_error_is_padded_and_nothing_else_changes(dut):
                   f"descriptor's failed fetch and its output rows")
 
 
-@cocotb.test()
+@test()
 async def soft_reset_mid_stream_then_a_new_stream(dut):
     """A soft reset while the core runs (bursts in flight, under pauses and latency): it
     returns to idle with an empty queue and no error; the same stream then runs again from
@@ -403,7 +403,7 @@ async def soft_reset_mid_stream_then_a_new_stream(dut):
     _check(plan, tb, err)
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def soak(dut):
     """A long synthetic stream (VREX_SOAK_FRAMES frames, 6 by default) under random
     pipelined read latency (0-80 cycles) and pauses on every channel, with SLVERR injected on
@@ -451,7 +451,7 @@ async def soak(dut):
                        "mismatches": 0}, f)
 
 
-@cocotb.test()
+@test()
 async def window_faults_then_a_clean_stream(dut):
     """A build with fewer HCU contexts than cluster windows: SLVERR on the first saved
     window's image write (BUS_WRITE at its address), then, after a soft reset, DECERR on

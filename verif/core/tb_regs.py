@@ -9,7 +9,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from verif.core.model import RegsModel, scenario
-from verif.lib.cocotb_tb import CLOCK_NS
+from verif.lib.cocotb_tb import CLOCK_NS, test
 from verif.lib.pauses import crossing
 from verif.lib.runner import tb_config
 from vrex import regmap
@@ -30,7 +30,7 @@ def _runs(strb):
     return out
 
 
-@cocotb.test()
+@test()
 async def host_session(dut):
     """The host's run under random pauses on every channel (the crossings run in the fast
     tier; one AxiLiteMaster a simulation)."""

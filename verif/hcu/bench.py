@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 
-import cocotb
 import numpy as np
 
 from verif.hcu.model import frames, structured_hashes, trace_tokens
 from verif.hcu.tb import HcuTB
+from verif.lib.cocotb_tb import LONG_LIMIT_MS, test
 from verif.lib.throughput import per_us
 from verif.lib.traces import bundled
 
@@ -39,7 +39,7 @@ def _summary(tb, perf, cycles):
             "cycles_per_token": cycles / max(perf["opened"] + perf["joined"], 1)}
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def bench(dut):
     tb = HcuTB(dut)
     await tb.start()

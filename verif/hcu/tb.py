@@ -12,7 +12,7 @@ import numpy as np
 from rtl import HashClusterUnit
 from verif.hcu.model import (Token, expected, frames, layered_stream, structured_hashes,
                              swap_plan)
-from verif.lib.cocotb_tb import BlockTB, named
+from verif.lib.cocotb_tb import BlockTB, named, test
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
 
@@ -54,7 +54,7 @@ def _structured(tb, n, seed):
 AGES = {"none": None, "idle": 4, "backpressure": 0, "both": 9, "periodic": 2}
 
 
-@cocotb.test()
+@test()
 async def bad_tokens_refused(dut):
     """A step older than its layer's last (code 2) and, where the layer field has values
     beyond the contexts, such a layer (code 1): dropped, counted, the first error's code
@@ -80,7 +80,7 @@ async def bad_tokens_refused(dut):
     assert int(dut.error.value) == 1 and int(dut.error_code.value) == errors[0][0]
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def random_streams(dut, crossing):
     """Seeded structured hashes across the layer contexts."""
@@ -95,7 +95,7 @@ async def random_streams(dut, crossing):
         assert perf["stalled"] > 0
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def directed_cases(dut, crossing):
     """All-equal, all-different, distances Th_hd - 1 and Th_hd, ties, a full window wrapping,
@@ -130,7 +130,7 @@ async def directed_cases(dut, crossing):
         await tb.run(toks, tb.cfg.replace(th_hd=th_hd, max_age=age))
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace(dut, preset):
     """Hashes of the bundled real trace, made by the golden model under both presets; the
@@ -149,7 +149,7 @@ async def real_trace(dut, preset):
             int(c) for c in r.cluster_of[0, 0] if c >= 0]
 
 
-@cocotb.test()
+@test()
 async def reset_mid_step(dut):
     """A reset in the middle of a step leaves the unit clean: a fresh run matches a fresh
     model."""
@@ -166,7 +166,7 @@ async def reset_mid_step(dut):
     await tb.run(_structured(tb, 200, seed=10), cfg)
 
 
-@cocotb.test()
+@test()
 async def throughput(dut):
     """A full window with ``o`` ready: one token per cycles_per_token(window) cycles, and the
     lanes busy at least 88% of the time when the window is 1024 deep (64 rows + the 8-cycle
@@ -187,7 +187,7 @@ async def throughput(dut):
     assert perf["comparisons"] == sum(min(k, W) for k in range(n))
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(["none", "both"]))
 async def layers_beyond_contexts(dut, crossing):
     """Two more layers than the build's contexts, run as a core would (``swap_plan``: at every

@@ -30,6 +30,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from verif.kvmu.model import random_rows, registers, trace_ops
 from verif.kvmu.tb import KvmuTB
+from verif.lib.cocotb_tb import LONG_LIMIT_MS, test
 
 
 class _Probe:
@@ -185,7 +186,7 @@ def _blocks_per_cluster(ops, cfg, regs, rows):
     return blocks / max(1, n)
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def bench(dut):
     state = {"latency": 0, "store_latency": 0}
     tb = KvmuTB(dut, latency=lambda: state["latency"])

@@ -11,10 +11,10 @@ import numpy as np
 
 from verif.kvmu.model import check_scored, random_rows, registers, synthetic_ops, trace_ops
 from verif.kvmu.tb import KvmuTB
-from verif.lib.cocotb_tb import named
+from verif.lib.cocotb_tb import LONG_LIMIT_MS, named, test
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def whole_trace(dut, preset):
     rng = random.Random(21)
@@ -31,7 +31,7 @@ async def whole_trace(dut, preset):
     assert check_scored(exp, scored) > 0
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def long_stream_with_faults(dut):
     from verif.kvmu.faults import with_fault
     rng = random.Random(31)

@@ -23,7 +23,7 @@ from verif.kvmu.model import check_memory, check_scored, cmd_beats, data_beats, 
     random_rows, registers, synthetic_ops, trace_ops
 from verif.kvmu.sim import COUNTERS
 from verif.lib.axi_sim import take_fault
-from verif.lib.cocotb_tb import BlockTB, Ticker, cycle_now, named, until_cycle
+from verif.lib.cocotb_tb import BlockTB, Ticker, cycle_now, named, test, until_cycle
 from verif.lib.pauses import CROSSINGS, pause
 from verif.lib.scoreboard import compare, compare_counters
 
@@ -239,7 +239,7 @@ def _spill(cfg):
                      far_base=1 << 24)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def synthetic_stream(dut, crossing):
     """A synthetic stream (candidate lists, fetches by index, stores with the sums' updates)
@@ -255,7 +255,7 @@ async def synthetic_stream(dut, crossing):
     assert run["offloaded_blocks"] > 0
 
 
-@cocotb.test()
+@test()
 async def random_latency(dut):
     """Reads answered 0 to 40 cycles after their AR (random, in order), with stalls."""
     rng = random.Random(5)
@@ -269,7 +269,7 @@ async def random_latency(dut):
     await tb.run(ops, random_rows(7, 2 * cfg.head_dim), _spill(cfg))
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(fail=named(["write", "offload_read", "offload_write", "read", "hc_read",
                                 "hc_write", "cand_read"]),
                     resp=named(["SLVERR", "DECERR"]))
@@ -292,7 +292,7 @@ async def bus_errors(dut, fail, resp):
     assert not int(dut.error.value), "clear left the error set"
 
 
-@cocotb.test()
+@test()
 async def stale_fetches(dut):
     """Dropped whole when a newer command of the layer was announced before the fetch
     started; completed when the newer one came mid-fetch."""
@@ -310,7 +310,7 @@ async def stale_fetches(dut):
     assert run["stale_dropped"] == 1
 
 
-@cocotb.test()
+@test()
 async def reset_mid_burst(dut):
     """Reset while a fetch's bursts are on the bus (the memory model reset with it): the
     KVMU comes back with empty tables and runs a new stream exactly."""
@@ -341,7 +341,7 @@ async def reset_mid_burst(dut):
     await tb.run(ops, random_rows(14, 2 * cfg.head_dim), regs)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace(dut, preset):
     """The bundled trace's first steps (its rows, golden clusters and selections), the near

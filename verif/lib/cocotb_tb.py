@@ -23,10 +23,21 @@ from .payload import pack, unpack
 from .pauses import crossing, no_pause
 from .runner import tb_config
 
-__all__ = ["pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "Ticker",
+__all__ = ["test", "SIM_LIMIT_MS", "LONG_LIMIT_MS", "pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "Ticker",
            "until_cycle", "cycle_now", "CLOCK_NS"]
 
 CLOCK_NS = 10
+
+# every cocotb test's simulation-time limit (a test past it fails, naming itself): the tests
+# of `make test` run up to about 12 ms of simulated time; whole traces, soaks and benches
+# take LONG_LIMIT_MS. Each simulator run also has a wall-clock limit (runner.SIM_WALL_S).
+SIM_LIMIT_MS = 200
+LONG_LIMIT_MS = 20_000
+
+
+def test(limit_ms: float = SIM_LIMIT_MS, **kwargs):
+    """``cocotb.test`` with a simulation-time limit of ``limit_ms`` milliseconds."""
+    return cocotb.test(timeout_time=limit_ms, timeout_unit="ms", **kwargs)
 
 
 def named(values):

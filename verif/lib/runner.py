@@ -6,7 +6,10 @@ to log files in the build folder; the results come back per test, by name.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -43,6 +46,33 @@ def tb_config() -> Config:
 # 37 -> 48 s).
 # On each block alone the pass takes under a second.
 VERILATOR_OPT = {"core": ["-fno-merge-cond-motion"]}
+
+# a simulator run's wall-clock limit in seconds (``VREX_SIM_WALL_S`` overrides; `make soak`
+# gives its whole-trace runs more): a run past it is killed and its test fails, naming it,
+# so a hang (a testbench waiting on a trigger that never fires, simulation time frozen)
+# fails instead of stopping the suite. The longest run of `make test` takes about 7 minutes.
+SIM_WALL_S = 1800
+
+
+@contextlib.contextmanager
+def wall_limit(seconds: int, what: str):
+    """Raise ``TimeoutError`` naming ``what`` if the block takes longer than ``seconds``
+    (a ``subprocess.run`` inside kills its child on the way out). Only in the main thread
+    (signals); elsewhere no limit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeoutError(f"{what}: still running after {seconds} s of wall-clock time "
+                           f"(a hang?); the limit is VREX_SIM_WALL_S")
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=None,
@@ -114,12 +144,14 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
         env["WAVES"] = "1"
     xml = build / "results.xml"
     xml.unlink(missing_ok=True)
+    limit = int(os.environ.get("VREX_SIM_WALL_S", SIM_WALL_S))
     try:
-        runner.test(hdl_toplevel=name, hdl_toplevel_lang="verilog", test_module=test_module,
-                    build_dir=build,
-                    test_dir=build, extra_env=env, testcase=testcase, test_filter=test_filter,
-                    results_xml=str(xml),
-                    log_file=build / "sim.log", waves=bool(os.environ.get("WAVES")))
+        with wall_limit(limit, f"{test_module} on {name} ({build})"):
+            runner.test(hdl_toplevel=name, hdl_toplevel_lang="verilog",
+                        test_module=test_module, build_dir=build, test_dir=build,
+                        extra_env=env, testcase=testcase, test_filter=test_filter,
+                        results_xml=str(xml), log_file=build / "sim.log",
+                        waves=bool(os.environ.get("WAVES")))
     except SystemExit:              # the runner exits on a failed test: the XML says which
         pass
     if not xml.exists():

@@ -13,7 +13,7 @@ from cocotb.triggers import RisingEdge
 from golden.attn import exp_registers
 from golden.numerics import ExpUnit as GoldenExp
 from rtl import ExpUnit
-from verif.lib.cocotb_tb import BlockTB, cycle_now
+from verif.lib.cocotb_tb import BlockTB, cycle_now, test
 from verif.lib.pauses import cycle_pause
 from verif.lib.scoreboard import compare
 
@@ -41,7 +41,7 @@ class _TB(BlockTB):
         compare(got, want)
 
 
-@cocotb.test()
+@test()
 async def sleeping_sink_records_the_cycles(dut):
     """The source idles 30 cycles before every beat (the sink sleeps between beats): every
     beat leaves exactly the unit's latency after it entered, by the cycles both sides
@@ -56,7 +56,7 @@ async def sleeping_sink_records_the_cycles(dut):
     assert [b - a for a, b in zip(took, took[1:])] == [31] * 11, took
 
 
-@cocotb.test()
+@test()
 async def sleeping_source_under_backpressure(dut):
     """The sink takes one beat in 25 cycles (the source waits asleep for ``ready``): every
     beat arrives, in order, and none is taken twice."""
@@ -67,7 +67,7 @@ async def sleeping_source_under_backpressure(dut):
     await tb.sink["o"].expect_quiet(20)
 
 
-@cocotb.test()
+@test()
 async def missing_beat_fails_at_the_timeout(dut):
     """Five beats sent, six asked for with a timeout of 40 cycles: the sink fails with the
     count taken, 40 cycles after the fifth beat (not later)."""

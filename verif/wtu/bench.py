@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 
-import cocotb
 import numpy as np
 
 from golden.wtu import sort_baseline_cycles
+from verif.lib.cocotb_tb import LONG_LIMIT_MS, test
 from verif.lib.throughput import per_us
 from verif.lib.traces import bundled
 from verif.wtu.model import first_beat_index, random_rows, schedule_rows, trace_rows
@@ -44,7 +44,7 @@ async def _rows_cycles(tb, heads, th_r):
     return res, delta, sched["closes"][-1] + 1
 
 
-@cocotb.test()
+@test(limit_ms=LONG_LIMIT_MS)
 async def bench(dut):
     tb = WtuTB(dut)
     await tb.start()

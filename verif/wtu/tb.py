@@ -12,7 +12,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from golden.wtu import Row
 from rtl import WicsumThresholdUnit
-from verif.lib.cocotb_tb import BlockTB, named
+from verif.lib.cocotb_tb import BlockTB, named, test
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare, compare_counters
 from verif.wtu.model import (all_beats, expected, first_beat_index, random_rows,
@@ -61,7 +61,7 @@ class WtuTB(BlockTB):
         return got, ref, {k: perf[k] - base[k] for k in perf}, err
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=NAMED)
 async def random_rows_crossed(dut, crossing):
     """Rows of many lengths and distributions (flat, peaky, exponential-like, uniform)."""
@@ -76,7 +76,7 @@ async def random_rows_crossed(dut, crossing):
     await tb.run(heads, [0.3, 0.1, 0.6, 0.95, 0.5][k])
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=NAMED)
 async def worked_example_and_edges(dut, crossing):
     """PAPER.md's WTU example, then empty, flat, zero-sum, zero-count and extreme rows."""
@@ -97,7 +97,7 @@ async def worked_example_and_edges(dut, crossing):
         await tb.run(edges, th)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(crossing=named(["none", "both"]))
 async def bucket_bounds_and_equal_sums(dut, crossing):
     """Scores exactly on every bucket bound and one below it (a bound off by one counts them
@@ -127,7 +127,7 @@ async def bucket_bounds_and_equal_sums(dut, crossing):
     assert all(len(ids) == 3 for ids in ref.heads)
 
 
-@cocotb.test()
+@test()
 async def long_row_refused(dut):
     """A row longer than the score memory is refused: error set with code 1, its head and
     row, the rest unaffected."""
@@ -143,7 +143,7 @@ async def long_row_refused(dut):
     assert perf["rows_refused"] == 1 and err == 1 and ref.first_error == (1, 1, 2)
 
 
-@cocotb.test()
+@test()
 @cocotb.parametrize(preset=named(["paper", "tuned"]))
 async def real_trace_rows(dut, preset):
     """Rows the golden ReSV run scored on the bundled real trace; the unit's selection is the
@@ -164,7 +164,7 @@ async def real_trace_rows(dut, preset):
         assert chosen == {int(g["cluster"][i]) for i in ids}
 
 
-@cocotb.test()
+@test()
 async def reset_mid_row(dut):
     """A reset in the middle of a row (and of a head's union) leaves the unit clean."""
     tb = WtuTB(dut)
@@ -185,7 +185,7 @@ async def reset_mid_row(dut):
     await tb.run([random_rows(rng, 3, (1, 80)) for _ in range(3)], 0.3)
 
 
-@cocotb.test()
+@test()
 async def row_cycles(dut):
     """With o ready and no idle cycles, the busy cycles, each row's first beat and each head's
     closing beat fall where :func:`verif.wtu.timing.schedule` says."""
