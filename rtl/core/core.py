@@ -375,7 +375,7 @@ class VrexCore(wiring.Component):
             d.clear.eq(seq.dma_clear), o.clear.eq(seq.out_clear),
             seq.k_busy.eq(k.busy), seq.k_error.eq(k.error), seq.k_code.eq(k.error_code),
             seq.k_addr.eq(k.error_addr), seq.e_error.eq(e.error), seq.h_error.eq(h.error),
-            seq.h_refused.eq(h.token_refused),
+            seq.h_refusals.eq(h.perf.refused),
             seq.w_error.eq(w.error),
         ]
         if self.swaps:

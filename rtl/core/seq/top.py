@@ -56,7 +56,8 @@ class Sequencer(wiring.Component):
             "dma_idle": In(1), "dma_received": In(32), "dma_err": In(mover),
             "out_idle": In(1), "out_err": In(mover), "out_base": Out(ab),
             "k_busy": In(1), "k_error": In(1), "k_code": In(8), "k_addr": In(ab),
-            "e_error": In(1), "h_error": In(1), "w_error": In(1), "h_refused": In(1),
+            "e_error": In(1), "h_error": In(1), "w_error": In(1),
+            "h_refusals": In(cfg.counter_bits),
             "ctx_base": In(ab), "kv_take": In(1),
             "b_src": Out(2), "kv_left": Out(L["kv_left"]), "drop_kv": Out(1),
             "cand_take": Out(1), "dot_ready": Out(1), "clear_errs": Out(1),
@@ -146,6 +147,11 @@ class Sequencer(wiring.Component):
         jg, bs, cen = p["jobgen"], p["bsrc"], p["centring"]
         cnt, sc, sel, att = p["counts"], p["scoring"], p["selection"], p["attention"]
         hs, stn = p["hashing"], p["stores"]
+        # a token the HCU refuses moves its refusal counter (every refusal the core can meet
+        # is a token's: its context commands name contexts that exist); the HCU and this
+        # controller reset together
+        refusals_seen = Signal.like(self.h_refusals)
+        m.d.sync += refusals_seen.eq(self.h_refusals)
         wiring.connect(m, jg.job, wiring.flipped(self.job))
         wiring.connect(m, wiring.flipped(self.sel), sel.sel)
         wiring.connect(m, wiring.flipped(self.assign), stn.assign)
@@ -173,7 +179,7 @@ class Sequencer(wiring.Component):
             cen.nh.eq(walk.nh), hs.sum_zero.eq(cen.sum_zero), hs.j_done.eq(cen.j_done),
             hs.biases.eq(cen.bias),
             stn.dma_error.eq(self.dma_err.error), stn.dma_received.eq(self.dma_received),
-            stn.refused.eq(self.h_refused),
+            stn.refused.eq(self.h_refusals != refusals_seen),
             self.drop_kv.eq(stn.drop_kv),
         ]
         for sink, src in ((cen.dma, self.dma), (cnt.cand, self.cand), (sc.cand, self.cand),

@@ -37,9 +37,8 @@ class HashClusterUnit(wiring.Component):
     token's index in its frame (``first`` restarts it), the cluster id, ``opened``, the distance
     (``n_hp + 1`` when no cluster was eligible) and the cluster's new member count, which is
     also the HC-table update ``(cluster, count)`` the KV manager consumes. Counts saturate at
-    ``2**count_bits - 1``. A layer's steps never decrease (a token whose step does is refused:
-    no beat on ``o``, ``token_refused`` a cycle long, ``error`` and ``error_code`` kept), so
-    an entry's age is the token's step less the entry's.
+    ``2**count_bits - 1``. A layer's steps never decrease (a token whose step does is refused),
+    so an entry's age is the token's step less the entry's.
 
     Per-layer context: the windows of all ``layers`` layers live in one on-chip memory, a
     row of ``lanes`` entries (hash, opening step, count) per address, ``window / lanes`` rows
@@ -143,7 +142,6 @@ class HashClusterUnit(wiring.Component):
             "age_limit": In(1),
             "error": Out(1),
             "error_code": Out(2),
-            "token_refused": Out(1),
             "perf": Out(self.perf_layout),
         })
 
@@ -269,8 +267,7 @@ class HashClusterUnit(wiring.Component):
                      code.eq(Mux(seq.refuse, 3, tokens.refuse_code))]
         refused, refused_code = Signal(), Signal(2)
         n_refused = Signal.like(self.perf.refused)
-        m.d.sync += [refused.eq(refuse), refused_code.eq(code),
-                     self.token_refused.eq(tokens.refuse)]
+        m.d.sync += [refused.eq(refuse), refused_code.eq(code)]
         with m.If(refused):
             m.d.sync += [self.error.eq(1), n_refused.eq(n_refused + 1)]
             with m.If(~self.error):
