@@ -263,7 +263,8 @@ def _bus_rules(rng, cfg, io_base, io_size):
     """After a soft reset: reads at unaligned addresses; a descriptor with a partial write
     in its middle (dropped whole, SLVERR, the next one whole); the queue filled, a
     descriptor begun while it is full and finished after a pop (dropped whole), the next one
-    whole; a step older than the layer's last."""
+    whole; a step older than the layer's last; versions past the wrap (the last version,
+    then 0: refused; after a soft reset, 0 accepted)."""
     off = regmap.offsets({})
     desc = lambda v, s=5: random_descriptor(rng, cfg, io_base, io_size, layer=0, version=v,
                                             step=s)
@@ -284,5 +285,9 @@ def _bus_rules(rng, cfg, io_base, io_size):
     acts += [("write", off["DESC_DATA"], w, 0xF) for w in d[5:]]
     acts += [("read", off["STATUS"]), ("write", off["ERROR_CODE"], 1, 0xF),
              ("pop", cfg.core_queue_depth), ("desc", desc(21, 6)), ("pop", 1),
-             ("desc", desc(22, 5)), ("read", off["ERROR_CODE"]), ("read", off["STATUS"])]
+             ("desc", desc(22, 5)), ("read", off["ERROR_CODE"]), ("read", off["STATUS"]),
+             ("write", off["ERROR_CODE"], 1, 0xF), ("desc", desc(0xFFFF, 7)),
+             ("desc", desc(0, 8)), ("read", off["ERROR_CODE"]), ("pop", 1),
+             ("write", off["CTRL"], 3, 0xF), ("desc", desc(0, 0)), ("pop", 1),
+             ("read", off["ERROR_CODE"])]
     return acts
