@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Field", "Register", "REGISTERS", "ERRORS", "BUS_RULES", "DESCRIPTOR", "DESC_WORDS",
-           "ID", "VERSION", "PERF_BASE", "build_values", "offsets", "perf_registers", "register_map",
-           "encode_descriptor", "decode_descriptor", "c_header", "markdown"]
+           "ID", "VERSION", "PERF_BASE", "build_values", "offsets", "perf_registers",
+           "register_map", "encode_descriptor", "decode_descriptor", "c_header", "markdown"]
 
 ID = 0x56524558                 # "VREX"
 VERSION = (0, 2, 0)             # of this register map: major, minor, patch

@@ -275,7 +275,7 @@ class DescriptorCheck(wiring.Component):
                 else:
                     size = f["step_len"] * self._buffer_bytes[b]
                 m.d.sync += ends[b].eq(f[b] + size)
-        code = self._decide(m, f, ends, io_end, (last, last_step), stage)
+        code = self._decide(m, f, ends, io_end, last, last_step, stage)
         with m.If(stage == 2):
             m.d.sync += stage.eq(0)
             with m.If(code != 0):
@@ -289,10 +289,9 @@ class DescriptorCheck(wiring.Component):
             m.d.sync += [v.eq(0) for v in (*last, *last_step)]
         return m
 
-    def _decide(self, m, f, ends, io_end, last, stage):
+    def _decide(self, m, f, ends, io_end, last, last_step, stage):
         """The comparisons (registered at stage 1) and the first failing check's code."""
         io_base = self.io_base
-        last, last_step = last
         bad = {k: Signal(name=f"bad_{k}") for k in ("zero", "layer", "align", "window",
                                                     "version", "step")}
         wide = f["step"][self._step_bits:].any() if self._step_bits < 16 else Const(0, 1)

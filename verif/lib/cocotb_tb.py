@@ -23,7 +23,8 @@ from .payload import pack, unpack
 from .pauses import crossing, no_pause
 from .runner import tb_config
 
-__all__ = ["test", "SIM_LIMIT_MS", "LONG_LIMIT_MS", "pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "Ticker",
+__all__ = ["test", "SIM_LIMIT_MS", "LONG_LIMIT_MS",
+           "pack", "unpack", "named", "StreamSource", "StreamSink", "BlockTB", "Ticker",
            "until_cycle", "cycle_now", "CLOCK_NS"]
 
 CLOCK_NS = 10

@@ -28,5 +28,5 @@ def test_every_cocotb_test_has_a_simulation_time_limit():
     root = Path(__file__).resolve().parents[1]
     bare = [str(p.relative_to(root)) for p in root.rglob("*.py*")
             if p.suffix in (".py", ".in") and p.name != "test_runner.py"
-            and "@cocotb" ".test(" in p.read_text()]
+            and "@cocotb.test(" in p.read_text()]
     assert not bare, f"cocotb.test without a time limit in {bare}"

@@ -121,10 +121,10 @@ class StoresPhase(wiring.Component):
     the HCU gives them) with a ``STORE`` command once its rows are in the DMA without error;
     once a read failed (``drop_kv``, cleared by ``clear_drop``) the assignments are dropped
     and no token is stored. A token the HCU refuses (``refused``, a cycle per token, from
-    the group's hashing on: the HCU's refusal counter moved) has no assignment: it is counted as done, the group's later
-    assignments and store data are dropped (the tokens' order is lost) and the group ends
-    with ``DRE_REFUSED``, so it never waits for an assignment that will not come. Then the next
-    group.
+    the group's hashing on: the HCU's refusal counter moved) has no assignment: it counts as
+    done, the group's later assignments and store data are dropped (the tokens' order is
+    lost) and the group ends with ``DRE_REFUSED``, so it never waits for an assignment that
+    will not come. Then the next group.
 
     Latency: a token's command the cycle its rows are in and its assignment is queued."""
 
