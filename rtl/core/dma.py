@@ -290,10 +290,12 @@ class AxiJoin(wiring.Component):
     and output writer, ID 1). AR and AW go round robin; an AW's owner is queued so W
     follows AW order, one burst at a time; R and B return by ID.
 
-    ``abort`` (a soft reset on its way): no new address is issued, every response is taken
-    and dropped, and a write burst whose address went out is finished by the join with
-    ``wstrb`` 0 (memory unchanged); ``quiet`` says no burst is outstanding, so the masters
-    may be reset without breaking the protocol."""
+    An address or a W beat shown stays, payload and owner, until the bus takes it (AXI's
+    valid rule, proven in ``verif/formal``). ``abort`` (a soft reset on its way): no new
+    address is issued, every response is taken and dropped, and a write burst whose address
+    went out is finished by the join with ``wstrb`` 0 (memory unchanged); ``quiet`` says no
+    burst is outstanding and no address waits, so the masters may be reset without breaking
+    the protocol."""
 
     def __init__(self, *, addr_bits: int, bus_bytes: int, write_order: int = 16,
                  outstanding: int = 64):
@@ -308,22 +310,29 @@ class AxiJoin(wiring.Component):
         g = lambda p, n: getattr(self, f"{p}_{n}")
         ab = self.abort
         picks, oks = {}, {}
+        helds = {}
         for ch, fields in (("ar", _AR), ("aw", _AW)):
             pick = Signal(name=f"{ch}_pick")          # 1: b
             want_a, want_b = g("a", f"{ch}valid"), g("b", f"{ch}valid")
             turn = Signal(name=f"{ch}_turn")
             ok = Signal(name=f"{ch}_ok")
-            picks[ch], oks[ch] = pick, ok
-            m.d.comb += pick.eq(Mux(want_a & want_b, turn, want_b))
+            # an address shown and not taken stays, from the same master, until taken: even
+            # when the other master asks too, even while aborting (AXI's valid rule)
+            held, held_pick = Signal(name=f"{ch}_held"), Signal(name=f"{ch}_held_pick")
+            picks[ch], oks[ch], helds[ch] = pick, ok, held
+            m.d.comb += pick.eq(Mux(held, held_pick, Mux(want_a & want_b, turn, want_b)))
             for f in fields:
                 if f.endswith("id"):
                     m.d.comb += g("m_axi", f).eq(pick)
                 else:
                     m.d.comb += g("m_axi", f).eq(Mux(pick, g("b", f), g("a", f)))
-            m.d.comb += [g("m_axi", f"{ch}valid").eq(Mux(pick, want_b, want_a) & ok & ~ab),
-                         g("a", f"{ch}ready").eq(~pick & g("m_axi", f"{ch}ready") & ok & ~ab),
-                         g("b", f"{ch}ready").eq(pick & g("m_axi", f"{ch}ready") & ok & ~ab)]
-            with m.If(g("m_axi", f"{ch}valid") & g("m_axi", f"{ch}ready")):
+            go = ok & (~ab | held)
+            valid, ready = g("m_axi", f"{ch}valid"), g("m_axi", f"{ch}ready")
+            m.d.comb += [valid.eq(Mux(pick, want_b, want_a) & go),
+                         g("a", f"{ch}ready").eq(~pick & ready & go),
+                         g("b", f"{ch}ready").eq(pick & ready & go)]
+            m.d.sync += [held.eq(valid & ~ready), held_pick.eq(pick)]
+            with m.If(valid & ready):
                 m.d.sync += turn.eq(~pick)
         # outstanding bursts
         rd_out = Signal(range(self._outstanding + 1))
@@ -334,7 +343,7 @@ class AxiJoin(wiring.Component):
         b_go = self.m_axi_bvalid & self.m_axi_bready
         m.d.sync += [rd_out.eq(rd_out + ar_go - r_end), wr_out.eq(wr_out + aw_go - b_go)]
         m.d.comb += [oks["ar"].eq(rd_out < self._outstanding),
-                     self.quiet.eq((rd_out == 0) & (wr_out == 0))]
+                     self.quiet.eq((rd_out == 0) & (wr_out == 0) & ~helds["ar"] & ~helds["aw"])]
         # writes: AW owners (and lengths) in order; W from the owner at the head until wlast
         order = fifo.SyncFIFOBuffered(width=9, depth=self._depth)
         m.submodules.order = order
@@ -343,7 +352,12 @@ class AxiJoin(wiring.Component):
                      order.w_en.eq(aw_go)]
         wb, wlen = order.r_data[0], order.r_data[1:]
         wbeat = Signal(8)
-        with m.If(ab):
+        # aborting, the join writes the bursts' remaining beats itself, once a master's beat
+        # shown and not taken has been taken (its data stays until then)
+        sub_held, by_join = Signal(), Signal()
+        m.d.comb += by_join.eq(ab & ~sub_held)
+        m.d.sync += sub_held.eq(self.m_axi_wvalid & ~self.m_axi_wready & ~by_join)
+        with m.If(by_join):
             m.d.comb += [self.m_axi_wdata.eq(0), self.m_axi_wstrb.eq(0),
                          self.m_axi_wlast.eq(wbeat == wlen), self.m_axi_wvalid.eq(order.r_rdy)]
         with m.Else():
