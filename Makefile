@@ -15,8 +15,8 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test soak sim golden verilog synth bench cycles research figures setup clean \
-        clean-cache help
+.PHONY: all demo test soak sim golden verilog synth bench cycles research formal figures setup \
+        clean clean-cache help
 
 all: demo
 
@@ -31,6 +31,7 @@ help:
 	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
 	@echo "make cycles   the core's cycle model: fit, held-out check, paper setting"
 	@echo "make research [TRACES=...] ReSV variants against ReSV at its ratio -> build/research/"
+	@echo "make formal   SymbiYosys proofs of every block's bus and stream rules -> build/formal/"
 	@echo "make figures  render README.md and docs/ from docs/figures.json"
 
 setup: $(STAMP)
@@ -82,6 +83,12 @@ bench: $(STAMP)
 cycles: $(STAMP)
 	$(PY) -m verif.core.cycles --jobs $(JOBS)
 	$(PY) -m vrex.figures update --cycles build/bench/cycles.json
+
+# the bus and stream rules of every block proven with SymbiYosys (verif/formal/): bounded
+# proofs, covers, k-induction where it closes -> build/formal/report.{json,md}
+formal: $(STAMP)
+	$(PY) -m verif.formal --jobs $(JOBS)
+	$(FIGURES) --formal build/formal/report.json
 
 figures: $(STAMP)
 	$(PY) -m vrex.figures render

