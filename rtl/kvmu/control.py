@@ -295,7 +295,7 @@ class KvmuControl(FetchStates, StoreStates, wiring.Component):
                 with m.Elif(cmd.op == self.FETCH):
                     self._refuse_fetch(m, c)
                 with m.Elif(cmd.op == self.CAND):
-                    m.next = "C_BAD"
+                    m.next = "C_REFUSED"
                 with m.Else():
                     m.next = "IDLE"
             with m.Elif(cmd.op == self.STORE):

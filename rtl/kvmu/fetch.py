@@ -148,7 +148,9 @@ class FetchStates:
 
     def _cand_bursts(self, m, c):
         """A candidate's sums asked for (C_AR; the candidate pushed to the dividers with its
-        first burst), a counts-only beat (C_COUNT), the list's end (C_END, C_BAD)."""
+        first burst), a counts-only beat (C_COUNT), the list's end (C_END; C_BAD for a
+        refused command, a cycle after C_REFUSED so that the sticky error is up when the
+        list's end is seen and a reader can tell the refusal from a lost cluster)."""
         hbeats = 4 * self._head_dim // self._bus_bytes
         beats, o = c.beats, self.cand
         with m.State("C_AR"):
@@ -186,6 +188,8 @@ class FetchStates:
             with m.If(self.cand_ready):
                 m.d.sync += [c.n_cand[c.ctx].eq(c.ncand), c.cand_mode.eq(0)]
                 m.next = "IDLE"
+        with m.State("C_REFUSED"):
+            m.next = "C_BAD"
         with m.State("C_BAD"):
             m.d.comb += [self.cand_valid.eq(1), o.end.eq(1), o.first.eq(0), o.data.eq(0),
                          o.cluster.eq(0), o.count.eq(0), o.error.eq(1)]

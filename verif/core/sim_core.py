@@ -72,6 +72,7 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
         lo, _ = await host.read(ctx, OFF["ERROR_ADDR_LO"])
         hi, _ = await host.read(ctx, OFF["ERROR_ADDR_HI"])
         info["error_addr"] = lo | hi << 32
+        info["irq"], _ = ctx.get(dut.irq), await host.read(ctx, OFF["IRQ_STATUS"])
         info["perf"] = {}
         for r in core_map.perf_registers():
             v, _ = await host.read(ctx, r.offset)

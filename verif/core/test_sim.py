@@ -166,6 +166,28 @@ def test_core_step_going_backwards_is_refused_and_the_stream_goes_on(latency, pa
     assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden)
 
 
+@pytest.mark.parametrize("register, value", [("MAX_BURST", 0), ("NEAR_BASE_LO", 0x800)])
+def test_core_kvmu_register_error_is_kv_refused_and_every_descriptor_ends(register, value):
+    """A KVMU register out of range (MAX_BURST 0; NEAR_BASE not 4 KB aligned): the KVMU
+    refuses every command, the core reports KV_REFUSED with the interrupt, nothing is
+    stored and every descriptor still completes (none waits for a store or a fetch the KVMU
+    refused)."""
+    import dataclasses
+    from vrex import regmap
+    from .e2e import plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    plan = plan_stream(tr, qt, tiny_config("paper"))
+    off = {r.name: r.offset for r in regmap.REGISTERS}[register]
+    regs = [(o, value if o == off else v) for o, v in plan.registers]
+    assert regs != plan.registers
+    obs, info = run_core(dataclasses.replace(plan, registers=regs), max_cycles=200_000)
+    assert info["error"] & 0xFF == regmap.ERRORS["KV_REFUSED"][0], hex(info["error"] or 0)
+    assert obs.done == len(plan.descriptors)
+    assert info["irq"] == 1
+    assert info["perf"]["kvmu_stored_tokens"] == 0
+
+
 def test_core_hcu_refusal_ends_the_group_and_the_stream_goes_on():
     """A saved cluster window comes back from memory with a later last step than it had (the
     memory kept wrong bytes): the HCU refuses that layer's next tokens. Each refused token

@@ -105,7 +105,8 @@ class ErrorMap(wiring.Component):
     """The blocks' errors as the register map's codes, to the register file (``i_error``; it
     keeps the first): a phase's own (``seq_code``, ``seq_addr``) first, then each block's
     sticky error as it rises (the read DMA's, the output writer's, the image writer's, the
-    KVMU's by its code, the engine's, the HCU's or the WTU's). ``now``: an error this cycle.
+    KVMU's by its code, the engine's, the HCU's or the WTU's); a lost cluster the KVMU's
+    refusal explains is reported as the refusal. ``now``: an error this cycle.
     ``clear`` (a descriptor starts) clears the DMA's and the output writer's errors.
 
     Latency: an error reaches ``i_error`` in the cycle it rises."""
@@ -145,7 +146,12 @@ class ErrorMap(wiring.Component):
                 m.d.comb += kv_code.eq(ERR["BUS_WRITE"])
             with m.Default():
                 m.d.comb += kv_code.eq(ERR["KV_REFUSED"])
-        with m.If(self.seq_code != 0):
+        # a candidate list that ends in error because the KVMU refused its command (its
+        # registers out of range) is reported by the cause, KV_REFUSED: the refusal rises in
+        # the cycle the sequencer sees the list's end
+        refused = rose("k") & (kv_code == ERR["KV_REFUSED"])
+        lost = self.seq_code == ERR["KV_CLUSTER_LOST"]
+        with m.If((self.seq_code != 0) & ~(lost & refused)):
             m.d.comb += [code.eq(self.seq_code), addr.eq(self.seq_addr)]
         with m.Elif(rose("dma")):
             m.d.comb += [code.eq(ERR["BUS_READ"]), addr.eq(self.dma.addr)]
