@@ -224,7 +224,8 @@ class ImageWriter(wiring.Component):
 class OutputWriter(wiring.Component):
     """Writes the attention engine's output beats (``n`` values each, stored as int16) to
     ``base + (row · row_bytes + col) · 2`` on the write half of ``m_axi`` (ID 1): one INCR
-    burst a beat, strobes marking its bytes when it is narrower than the bus, at most
+    burst a beat (one a bus beat where the beat would cross a 4 KB page), strobes marking
+    its bytes when it is narrower than the bus, at most
     ``outstanding`` bursts unanswered. A response other than OKAY sets the sticky ``error``
     and ``error_addr``. ``idle``: every burst answered."""
 
@@ -260,13 +261,19 @@ class OutputWriter(wiring.Component):
         pend = write_responses(m, self, self._outstanding)
         have, aw_sent = Signal(), Signal()
         buf, baddr, k = Signal(8 * max(nb, bus)), Signal(self._addr_bits), Signal(range(beats + 1))
+        # a beat of several bus beats that would cross a 4 KB page (an output address aligned
+        # to the bus but not to the beat) goes as one burst per bus beat
+        split = Signal()
         m.d.comb += self.i.ready.eq(~have)
         with m.If(self.i.valid & ~have):
             m.d.sync += [have.eq(1), aw_sent.eq(0), k.eq(0), baddr.eq(addr),
                          buf.eq(words << (8 * (addr[:lg] if nb < bus else 0)))]
-        m.d.comb += [s("awid").eq(1), s("awaddr").eq(Cat(Const(0, lg), baddr[lg:])),
-                     s("awlen").eq(beats - 1), s("awsize").eq(lg), s("awburst").eq(1),
-                     s("awcache").eq(0b0011),
+            if beats > 1:
+                m.d.sync += split.eq(addr[lg:12] + beats > (4096 >> lg))
+        at = Cat(Const(0, lg), (baddr[lg:] + Mux(split, k, 0)) if beats > 1 else baddr[lg:])
+        m.d.comb += [s("awid").eq(1), s("awaddr").eq(at),
+                     s("awlen").eq(Mux(split, 0, beats - 1)), s("awsize").eq(lg),
+                     s("awburst").eq(1), s("awcache").eq(0b0011),
                      s("awvalid").eq(have & ~aw_sent & (pend < self._outstanding))]
         with m.If(s("awvalid") & s("awready")):
             m.d.sync += aw_sent.eq(1)
@@ -275,10 +282,12 @@ class OutputWriter(wiring.Component):
         else:
             strb = Const((1 << bus) - 1, bus)
         m.d.comb += [s("wdata").eq(buf.word_select(k, 8 * bus) if nb > bus else buf),
-                     s("wstrb").eq(strb), s("wlast").eq(k == beats - 1),
+                     s("wstrb").eq(strb), s("wlast").eq(split | (k == beats - 1)),
                      s("wvalid").eq(have & (aw_sent | (s("awvalid") & s("awready"))))]
         with m.If(s("wvalid") & s("wready")):
             m.d.sync += k.eq(k + 1)
+            with m.If(split):
+                m.d.sync += aw_sent.eq(0)
             with m.If(k == beats - 1):
                 m.d.sync += [have.eq(0), self.bursts.eq(self.bursts + 1)]
         m.d.comb += self.idle.eq(~have & (pend == 0) & ~self.i.valid)

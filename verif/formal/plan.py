@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Target", "TARGETS", "formal_config", "CORE_CUT"]
+__all__ = ["Target", "TARGETS", "PARTS", "formal_config", "CORE_CUT"]
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,6 @@ class Target:
     prove: int | None = None    # k-induction length, where it closes
     quick: int | None = None    # the bounded proof's depth in make test (None: not there)
     script: str = ""            # Yosys commands after prep
-    why: str = ""
 
 
 # the core's arithmetic blocks are cut (their outputs free, cycle by cycle): the properties of
@@ -34,13 +33,32 @@ TARGETS = (
     Target("hcu", bmc=24, cover=24, quick=8),
     Target("wtu", bmc=24, cover=40, quick=8),
     Target("attn", bmc=16, cover=40, quick=4),
-    Target("kvmu", bmc=48, cover=48, quick=12,
-           why="a store's write burst answered by cycle 29, a fetch's read burst by 46"),
-    Target("core_regs", bmc=48, cover=48, quick=24,
-           why="a whole descriptor (21 words) taken by cycle 44"),
-    Target("core", bmc=40, cover=56, script=CORE_CUT,
-           why="a descriptor taken and its first reads and writes answered"),
+    Target("kvmu", bmc=28, cover=28, quick=12),
+    Target("core_regs", bmc=48, cover=48, quick=24),
+    Target("dma_reader", bmc=12, cover=16, quick=8),
+    Target("output_writer", bmc=16, cover=16, quick=8),
+    Target("image_writer", bmc=12, cover=16, quick=8),
+    Target("core", bmc=24, cover=24, script=CORE_CUT),
 )
+
+
+def _movers():
+    from rtl.core.dma import DmaReader, ImageWriter, OutputWriter
+    return {
+        "dma_reader": lambda cfg: DmaReader(bus_bytes=cfg.kvmu_bus_bytes,
+                                            addr_bits=cfg.kvmu_addr_bits, burst=16,
+                                            depth=cfg.core_dma_depth),
+        # eight values a beat: two bus beats a burst at 8 bytes
+        "output_writer": lambda cfg: OutputWriter(
+            n=8, value_bits=8 + cfg.out_frac_bits, row_values=cfg.head_dim,
+            bus_bytes=cfg.kvmu_bus_bytes, addr_bits=cfg.kvmu_addr_bits),
+        "image_writer": lambda cfg: ImageWriter(bus_bytes=cfg.kvmu_bus_bytes,
+                                                addr_bits=cfg.kvmu_addr_bits)}
+
+
+# the core's bus movers, proven alone as they are built in VrexCore (their bursts over the
+# whole address space, 4 KB pages and all; inside the core their jobs come from the sequencer)
+PARTS = _movers()
 
 
 def formal_config():
@@ -51,6 +69,6 @@ def formal_config():
     return Config.from_preset(
         "paper", n_layers=1, n_q_heads=2, n_kv_heads=1, head_dim=8, n_hp=8, th_hd=7,
         window=16, buckets=1, block_tokens=4, kvmu_clusters=4, kvmu_blocks=16,
-        near_blocks=16, kvmu_bus_bytes=8, kvmu_max_burst=4, kvmu_max_reads=2,
+        near_blocks=4, kvmu_bus_bytes=8, kvmu_max_burst=4, kvmu_max_reads=2,
         kvmu_max_writes=2, wtu_row_entries=16, attn_n=2, attn_b_rows=8, attn_k_buf=64,
         core_queue_depth=1, core_dma_depth=16, core_max_tokens=16, hcu_lanes=1, wtu_lanes=1)

@@ -95,20 +95,27 @@ def axi_master_rules(props: Props, get, *, bus_bytes: int, reads: tuple, writes:
     payload stable until ready; INCR bursts of the bus's width, aligned, of at most
     ``max_len`` beats, never across a 4 KB boundary; W beats only for an address already
     sent (or sent in the same cycle), WLAST on the burst's last beat and only there; at most
-    ``reads[i]`` read and ``writes[i]`` write bursts of ID ``i`` in flight. Slave: responses held until
+    ``reads[i]`` read and ``writes[i]`` write bursts of ID ``i`` in flight. A master of one
+    half (``reads`` or ``writes`` empty) has only that half's channels. Slave: responses held until
     ready, each one for a request in flight of its ID, RLAST on a burst's last beat, B only
     after the burst's last W beat."""
     m = props.m
     lg = bus_bytes.bit_length() - 1
-    for ch, pay in (("aw", ("id", "addr", "len", "size", "burst", "lock", "cache", "prot")),
-                    ("ar", ("id", "addr", "len", "size", "burst", "lock", "cache", "prot")),
-                    ("w", ("data", "strb", "last"))):
-        props.hold(True, get(f"{ch}valid"), get(f"{ch}ready"),
-                   Cat(*(get(f"{ch}{f}") for f in pay)), f"{name}_{ch}")
-    props.hold(False, get("bvalid"), get("bready"), Cat(get("bid"), get("bresp")), f"{name}_b")
-    props.hold(False, get("rvalid"), get("rready"),
-               Cat(get("rid"), get("rdata"), get("rresp"), get("rlast")), f"{name}_r")
+    half = {"aw": writes, "w": writes, "b": writes, "ar": reads, "r": reads}
+    addr_fields = ("id", "addr", "len", "size", "burst", "lock", "cache", "prot")
+    for ch, pay in (("aw", addr_fields), ("ar", addr_fields), ("w", ("data", "strb", "last"))):
+        if half[ch]:
+            props.hold(True, get(f"{ch}valid"), get(f"{ch}ready"),
+                       Cat(*(get(f"{ch}{f}") for f in pay)), f"{name}_{ch}")
+    if writes:
+        props.hold(False, get("bvalid"), get("bready"), Cat(get("bid"), get("bresp")),
+                   f"{name}_b")
+    if reads:
+        props.hold(False, get("rvalid"), get("rready"),
+                   Cat(get("rid"), get("rdata"), get("rresp"), get("rlast")), f"{name}_r")
     for ch in ("aw", "ar"):
+        if not half[ch]:
+            continue
         addr, ln = get(f"{ch}addr"), get(f"{ch}len")
         with m.If(props.live & get(f"{ch}valid")):
             props.check(True, get(f"{ch}burst") == INCR, f"{name}_{ch}: INCR bursts only")
@@ -118,14 +125,15 @@ def axi_master_rules(props: Props, get, *, bus_bytes: int, reads: tuple, writes:
             props.check(True, addr[lg:12] + ln < (4096 >> lg),
                         f"{name}_{ch}: the burst stays inside its 4 KB page")
     with m.If(props.live):
-        for ch in ("ar", "aw"):
-            with m.If(get(f"{ch}valid")):
-                props.check(True, get(f"{ch}id") < len(reads), f"{name}_{ch}: a known ID")
-        for ch in ("r", "b"):
-            with m.If(get(f"{ch}valid")):
-                props.check(False, get(f"{ch}id") < len(reads), f"{name}_{ch}: a known ID")
-    _reads(props, get, reads, name)
-    _writes(props, get, writes, name)
+        for ch in ("ar", "aw", "r", "b"):
+            if half[ch]:
+                with m.If(get(f"{ch}valid")):
+                    props.check(ch in ("ar", "aw"), get(f"{ch}id") < len(half[ch]),
+                                f"{name}_{ch}: a known ID")
+    if reads:
+        _reads(props, get, reads, name)
+    if writes:
+        _writes(props, get, writes, name)
 
 
 def _reads(props: Props, get, limits: tuple, name: str):
@@ -134,7 +142,7 @@ def _reads(props: Props, get, limits: tuple, name: str):
     ar_go = get("arvalid") & get("arready")
     r_go = get("rvalid") & get("rready")
     for i, outstanding in enumerate(limits):
-        push, pop, data, head, level = _fifo(m, outstanding, 8, f"{name}_rq{i}")
+        push, pop, data, head, level = _fifo(m, max(1, outstanding), 8, f"{name}_rq{i}")
         beat = Signal(8, name=f"{name}_rbeat{i}")
         mine = get("rid") == i
         m.d.comb += [push.eq(ar_go & (get("arid") == i)), data.eq(get("arlen")),
@@ -143,7 +151,9 @@ def _reads(props: Props, get, limits: tuple, name: str):
             m.d.sync += beat.eq(Mux(get("rlast"), 0, beat + 1))
         props.check(True, level <= outstanding, f"{name}: more than {outstanding} reads of "
                                                 f"ID {i} in flight")
-        props.cover(r_go & mine & get("rlast") & (head > 0), f"{name}_r: a burst of ID {i} read")
+        if outstanding:
+            props.cover(r_go & mine & get("rlast") & (head > 0), f"{name}_r: a burst of ID {i} "
+                                                                 f"read")
         with m.If(props.live & get("rvalid") & mine):
             props.check(False, level > 0, f"{name}_r: a read response without its request")
             props.check(False, get("rlast") == (beat == head),
@@ -183,7 +193,8 @@ def _writes(props: Props, get, limits: tuple, name: str):
                      flight.eq(flight + (aw_go & (get("awid") == i)) - dec)]
         props.check(True, flight <= outstanding,
                     f"{name}: more than {outstanding} writes of ID {i} in flight")
-        props.cover(b_go & (get("bid") == i), f"{name}_b: a burst of ID {i} written")
+        if outstanding:
+            props.cover(b_go & (get("bid") == i), f"{name}_b: a burst of ID {i} written")
         with m.If(props.live & get("bvalid") & (get("bid") == i)):
             props.check(False, owed > 0, f"{name}_b: a write response before its last W beat")
 
