@@ -34,7 +34,7 @@ TARGETS = (
     Target("wtu", bmc=24, cover=40, quick=8),
     Target("attn", bmc=16, cover=40, quick=4),
     Target("kvmu", bmc=28, cover=28, quick=12),
-    Target("core_regs", bmc=72, cover=72, quick=24),
+    Target("core_regs", bmc=64, cover=72, quick=24),
     Target("dma_reader", bmc=12, cover=16, quick=8),
     Target("output_writer", bmc=16, cover=16, quick=8),
     Target("image_writer", bmc=12, cover=16, quick=8),
