@@ -293,7 +293,7 @@ def formal_results(snap: dict) -> list[str]:
            "|---|---|---|---|---:|---:|"]
     for block, jobs in f.items():
         b, c, p = jobs.get("bmc", {}), jobs.get("cover", {}), jobs.get("prove")
-        covers = ", ".join(f"{k.split(': ', 1)[-1]} {v if v is not None else 'never'}"
+        covers = "; ".join(f"{k} {v if v is not None else 'never'}"
                            for k, v in c.get("reached", {}).items())
         ind = (f"{p['status'].lower()} at {p['depth']}" if p else "not tried")
         out.append(f"| {block} | {b.get('status', '–')} to {b.get('depth', '–')} cycles "
