@@ -61,14 +61,16 @@ def _movers():
 PARTS = _movers()
 
 
-def formal_config():
+def formal_config(**kw):
     """The smallest build the rules accept that still has every part: one layer, one KV
-    head, blocks of four tokens, bursts of up to four beats, two reads and two writes in
-    flight, four clusters, tables of 16 entries."""
+    head of 8, blocks of four tokens, bursts of up to four beats, two reads and two writes in
+    flight, four clusters, a near ring of four blocks, tables of 16 entries; ``kw`` changes
+    fields of it."""
     from vrex.config import Config
-    return Config.from_preset(
-        "paper", n_layers=1, n_q_heads=2, n_kv_heads=1, head_dim=8, n_hp=8, th_hd=7,
+    return Config.from_preset("paper", **{**dict(
+        n_layers=1, n_q_heads=2, n_kv_heads=1, head_dim=8, n_hp=8, th_hd=7,
         window=16, buckets=1, block_tokens=4, kvmu_clusters=4, kvmu_blocks=16,
         near_blocks=4, kvmu_bus_bytes=8, kvmu_max_burst=4, kvmu_max_reads=2,
         kvmu_max_writes=2, wtu_row_entries=16, attn_n=2, attn_b_rows=8, attn_k_buf=64,
-        core_queue_depth=1, core_dma_depth=16, core_max_tokens=16, hcu_lanes=1, wtu_lanes=1)
+        core_queue_depth=1, core_dma_depth=16, core_max_tokens=16, hcu_lanes=1,
+        wtu_lanes=1), **kw})
