@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     todo = jobs(args.blocks, args.quick)
     from .sby import prepare
-    prepare()
+    prepare()           # the solver's first start once, before the jobs start it together
     results = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for r in pool.map(run_job, todo):

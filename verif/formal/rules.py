@@ -31,7 +31,6 @@ class Props:
         m.d.comb += Assume(ResetSignal("sync") == first, "reset on the first cycle only")
         self.live, self.held = ~first, ~first & ~second
         self.asserts = self.assumes = 0
-        self.covers = []
 
     def past(self, v, name: str) -> Signal:
         """``v`` one cycle ago."""
@@ -48,7 +47,6 @@ class Props:
 
     def cover(self, cond, msg: str):
         """An event the proof's depth must reach (``mode cover`` finds the cycle)."""
-        self.covers.append(msg)
         self.m.d.comb += Cover(self.live & cond, msg)
 
     def hold(self, mine: bool, valid, ready, payload, name: str):
