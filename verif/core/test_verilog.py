@@ -14,15 +14,20 @@ def test_core_regs_verilog(point):
 
 
 CORE_POINTS = {
-    "synth": (synth_config, "synthetic|error|soft_reset|soak"),
-    # per-head hash groups: four cluster windows on three HCU contexts; B of 32 tokens: the
-    # question's sets (up to 37 tokens) attended in chunks (the engine's two passes), under
-    # the hostile bus (test_core_point_attends_in_chunks)
+    # the small build at its hostile point: a bus of 8 bytes, n = 4, per-head hash groups
+    # (four cluster windows on three HCU contexts), a B of 32 tokens (the question's sets, up
+    # to 37 tokens, attended in chunks: test_core_point_attends_in_chunks), tables for the
+    # soak's six frames of per-head clusters (half of them fill the KV table: KV_TABLE_FULL).
+    # The default geometry and bus run the bundled trace (test_core_bundled_trace); the
+    # paper preset's own small build runs in make soak
     "synth_tuned_bus8_n4_w3_b32": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
                                                         near_blocks=8, hash_scope="per_head",
-                                                        hcu_contexts=3, attn_b_rows=32),
-                                   "synthetic_stream_hostile|soft_reset|window"),
+                                                        hcu_contexts=3, attn_b_rows=32,
+                                                        kvmu_clusters=128, kvmu_blocks=256),
+                                   "synthetic|error|soft_reset|soak|window"),
+    "synth": (synth_config, "synthetic|error|soft_reset|soak"),
 }
+SOAK_POINTS = {"synth"}
 
 
 def test_core_point_attends_in_chunks():
@@ -36,7 +41,8 @@ def test_core_point_attends_in_chunks():
         assert any(h.attended > cfg.attn_b_rows for g in plan.golden for h in g.heads), seed
 
 
-@pytest.mark.parametrize("point", list(CORE_POINTS))
+@pytest.mark.parametrize("point", [pytest.param(p, marks=pytest.mark.soak) if p in SOAK_POINTS
+                                   else p for p in CORE_POINTS])
 def test_core_verilog(point):
     make, tests = CORE_POINTS[point]
     run_point("core", point, make(), test_filter=tests)
