@@ -3,7 +3,7 @@
 import pytest
 
 from verif.core.e2e import synth_config, trace_config, trace_point_config
-from verif.lib.runner import run_point
+from verif.lib.runner import build_points, run_point
 
 from .test_sim import POINTS
 
@@ -27,7 +27,6 @@ CORE_POINTS = {
                                    "synthetic|error|soft_reset|soak|window"),
     "synth": (synth_config, "synthetic|error|soft_reset|soak"),
 }
-SOAK_POINTS = {"synth"}
 
 
 def test_core_point_attends_in_chunks():
@@ -41,11 +40,11 @@ def test_core_point_attends_in_chunks():
         assert any(h.attended > cfg.attn_b_rows for g in plan.golden for h in g.heads), seed
 
 
-@pytest.mark.parametrize("point", [pytest.param(p, marks=pytest.mark.soak) if p in SOAK_POINTS
-                                   else p for p in CORE_POINTS])
+@pytest.mark.parametrize("point", build_points(CORE_POINTS, soak=("synth",)))
 def test_core_verilog(point):
     make, tests = CORE_POINTS[point]
-    run_point("core", point, make(), test_filter=tests)
+    # the soak's stream at four frames (make soak runs sixty)
+    run_point("core", point, make(), test_filter=tests, extra_env={"VREX_SOAK_FRAMES": "4"})
 
 
 def test_core_bundled_trace():
