@@ -30,7 +30,8 @@ from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # 
 
 SNAPSHOT = ROOT / "docs" / "figures.json"
 DOCS = ("README.md", "docs/hcu.md", "docs/wtu.md", "docs/attn.md", "docs/kvmu.md",
-        "docs/core.md", "docs/cycles.md", "docs/methods.md", "docs/formal.md")
+        "docs/core.md", "docs/cycles.md", "docs/methods.md", "docs/formal.md",
+        "docs/coverage.md")
 
 # each bench entry's headline: (value key, format, the unit per µs at Fmax); its utilisation
 HEADLINE = {
@@ -230,6 +231,8 @@ TARGETS = (
      "build/research/"),
     ("formal", "`make formal`", "SymbiYosys: every block's bus and stream rules, covers",
      "build/formal/report.{json,md}, docs/figures.json"),
+    ("coverage", "`make coverage`", "Verilator line and toggle coverage, functional events",
+     "build/coverage/report.{json,md}, docs/figures.json"),
 )
 
 
@@ -302,13 +305,32 @@ def formal_results(snap: dict) -> list[str]:
     return out + ["", f"Measured at `{e['commit']}` on the build of `verif.formal.plan`."]
 
 
+def coverage_results(snap: dict) -> list[str]:
+    c = _v(snap, "coverage")
+    if not c:
+        return ["(make coverage's results are not in the snapshot)"]
+    e = snap["entries"]["coverage"]
+    out = ["| block | build points | lines reached | toggles | lines never reached "
+           "(explained) | result |", "|---|---|---|---|---|---|"]
+    for block, b in c["blocks"].items():
+        tg = f"{b['toggle_pct']:.1f}%" if b["toggle_pct"] is not None else "not counted"
+        out.append(f"| {block} | {len(b['builds'])} | {b['line_pct']:.1f}% "
+                   f"({b['line_hit']} of {b['line_total']}) | {tg} | {b['missed']} "
+                   f"({b['missed'] - b['unexplained']}) | {'PASS' if b['pass'] else 'FAIL'} |")
+    ev = c["events"]
+    out += ["", f"Functional events reached: {ev['reached']} of {ev['total']}"
+            + (f"; never: {', '.join(ev['missed'])}." if ev["missed"] else "."),
+            "", f"Measured at `{e['commit']}`."]
+    return out
+
+
 def regions(snap: dict) -> dict:
     """Every region's name and its lines."""
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
          "methods-matched": methods_matched(snap), "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),
-         "formal-results": formal_results(snap)}
+         "formal-results": formal_results(snap), "coverage-results": coverage_results(snap)}
     for block, *_ in BLOCK_ROWS:
         r[f"{block}-measured"] = block_measured(snap, block)
     return r
@@ -364,6 +386,7 @@ def main(argv=None) -> int:
     u.add_argument("--golden", type=Path, action="append",
                    help="a golden job's summary.json (repeatable)")
     u.add_argument("--formal", type=Path, help="make formal's report.json")
+    u.add_argument("--coverage", type=Path, help="make coverage's report.json")
     t = sub.add_parser("timing", help="record how long a make target took (seconds)")
     t.add_argument("target", choices=["setup", "demo", "test"] + [k for k, *_ in TARGETS])
     t.add_argument("seconds", type=float, help="wall time after set-up")
@@ -378,7 +401,7 @@ def main(argv=None) -> int:
     if args.cmd == "update":
         snap = load()
         done = update(snap, bench_dir=args.bench, synth_report=args.synth, cycles=args.cycles,
-                      golden=args.golden, formal=args.formal)
+                      golden=args.golden, formal=args.formal, coverage=args.coverage)
         dump(snap)
         print(f"docs/figures.json: {', '.join(done) or 'nothing found to update'}")
         changed = render(snap)

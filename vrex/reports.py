@@ -7,7 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-__all__ = ["BLOCK_ROWS", "MATCHED", "ROOT", "commit", "entry", "formal_values", "tools",
+__all__ = ["BLOCK_ROWS", "MATCHED", "ROOT", "commit", "coverage_values", "entry",
+           "formal_values", "tools",
            "update"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,9 +172,25 @@ def formal_values(results: list) -> dict:
     return out
 
 
+def coverage_values(rep: dict) -> dict:
+    """``make coverage``'s report: per block its line and toggle shares and the lines never
+    reached (explained or not); the functional events reached and missed."""
+    out = {"blocks": {}}
+    for r in rep["blocks"]:
+        out["blocks"][r["block"]] = {
+            "builds": list(r["builds"]), "line_pct": r["line"]["percent"],
+            "line_hit": r["line"]["hit"], "line_total": r["line"]["total"],
+            "toggle_pct": r["toggle"]["percent"] if r["toggle"]["total"] else None,
+            "missed": len(r["missed"]), "unexplained": r["unexplained"], "pass": r["pass"]}
+    ev = rep["events"]
+    out["events"] = {"total": len(ev), "reached": sum(1 for e in ev.values() if e["hits"]),
+                     "missed": sorted(k for k, e in ev.items() if not e["hits"])}
+    return out
+
+
 def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | None = None,
            cycles: Path | None = None, golden: list | None = None,
-           formal: Path | None = None) -> list[str]:
+           formal: Path | None = None, coverage: Path | None = None) -> list[str]:
     """Take the figures out of the reports that exist into ``snap``; the keys updated."""
     done = []
     entries = snap.setdefault("entries", {})
@@ -216,6 +233,10 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
         rep = json.loads(Path(formal).read_text())
         entries["formal"] = entry(str(formal), rep["config"], formal_values(rep["jobs"]))
         done.append("formal")
+    if coverage is not None and Path(coverage).exists():
+        rep = json.loads(Path(coverage).read_text())
+        entries["coverage"] = entry(str(coverage), None, coverage_values(rep))
+        done.append("coverage")
     if cycles is not None and Path(cycles).exists():
         c = json.loads(Path(cycles).read_text())
         entries["cycles/model"] = entry(str(cycles), None, cycles_values(c))

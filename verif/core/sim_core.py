@@ -8,6 +8,7 @@ from amaranth.sim import Simulator
 from rtl import VrexCore
 from verif.lib.axi_sim import AxiMemSim
 from verif.lib.axil_sim import AxiLiteHost
+from verif.lib.fcov import record_error
 from verif.lib.pauses import crossing, random_pause
 from rtl.core import map as core_map
 from vrex import regmap
@@ -65,9 +66,11 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
             if done >= len(plan.descriptors):
                 break
             err, _ = await host.read(ctx, OFF["ERROR_CODE"])
+            record_error(err)
             if err & 0xFF and info["error"] is None:
                 info["error"] = err
         err, _ = await host.read(ctx, OFF["ERROR_CODE"])
+        record_error(err)
         info["error"] = info["error"] or err
         lo, _ = await host.read(ctx, OFF["ERROR_ADDR_LO"])
         hi, _ = await host.read(ctx, OFF["ERROR_ADDR_HI"])

@@ -19,6 +19,7 @@ from verif.core.e2e import (SYNTH, Observed, compare_run, failed_fetches, plan_s
                              synthetic_stream)
 from verif.kvmu.tb import FaultRam
 from verif.lib.cocotb_tb import CLOCK_NS, LONG_LIMIT_MS, Ticker, cycle_now, test, until_cycle
+from verif.lib.fcov import record_error
 from verif.lib.runner import tb_config
 from rtl.core import map as core_map
 from vrex import regmap
@@ -124,7 +125,10 @@ class CoreTB:
         await self.host.write_dword(off, value)
 
     async def read(self, off):
-        return await self.host.read_dword(off)
+        value = await self.host.read_dword(off)
+        if off == OFF["ERROR_CODE"]:
+            record_error(value)
+        return value
 
     async def run_plan(self, plan, max_cycles=None, registers=True):
         """Registers, descriptors as the queue takes them, wait for all done; the output

@@ -10,6 +10,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from verif.core.model import RegsModel, scenario
 from verif.lib.cocotb_tb import CLOCK_NS, test
+from verif.lib.fcov import record_error
 from verif.lib.pauses import crossing
 from verif.lib.runner import tb_config
 from vrex import regmap
@@ -54,8 +55,10 @@ async def host_session(dut):
     dut.rst.value = 0
     await RisingEdge(dut.clk)
     model = RegsModel(cfg, perf)
-    desc_off = regmap.offsets({})["DESC_DATA"]
-    for k, act in enumerate(scenario(cfg, seed=3)):
+    desc_off, err_off = regmap.offsets({})["DESC_DATA"], regmap.offsets({})["ERROR_CODE"]
+    actions = scenario(cfg, seed=3)
+    injected = {act[1] for act in actions if act[0] == "error"}    # the sequencer's, here
+    for k, act in enumerate(actions):
         kind = act[0]
         if kind == "write":
             _, off, data, strb = act
@@ -103,4 +106,6 @@ async def host_session(dut):
         await ReadOnly()
         assert got == want, f"action {k} {act[:2]}: got {got}, want {want}"
         assert int(dut.irq.value) == model.irq, f"action {k}: irq {int(dut.irq.value)}"
+        if kind == "read" and act[1] == err_off and got[0] & 0xFF not in injected:
+            record_error(got[0])            # a code the register file raised itself
         await RisingEdge(dut.clk)

@@ -2,7 +2,8 @@
 
 The bus is cocotbext-axi's ``AxiRam`` holding both tiers (the near window from 0, the far one
 from ``far_base``), every channel paused by a pause generator, reads answered after a random
-or fixed latency (pipelined: the latency runs from each AR's acceptance), and one-shot faults
+or fixed latency (pipelined: the latency runs from each AR's acceptance), write responses late
+by a random number of cycles where a test asks for it, and one-shot faults
 that answer SLVERR or DECERR at the address the golden replay says the failing transfer uses.
 Everything is compared with the golden replay (``verif.kvmu.model.expect``): the bursts on AR
 and AW in order, every ``o_kv`` beat, the counters, the first error and each stored token's
@@ -15,7 +16,7 @@ from collections import deque
 
 import cocotb
 import numpy as np
-from cocotb.triggers import Event, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, Event, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiRam, AxiResp
 
 from rtl import KvMemoryManager
@@ -23,7 +24,8 @@ from verif.kvmu.model import check_memory, check_scored, cmd_beats, data_beats, 
     random_rows, registers, synthetic_ops, trace_ops
 from verif.kvmu.sim import COUNTERS
 from verif.lib.axi_sim import take_fault
-from verif.lib.cocotb_tb import BlockTB, Ticker, cycle_now, named, test, until_cycle
+from verif.lib.cocotb_tb import (CLOCK_NS, BlockTB, Ticker, cycle_now, named, test,
+                                  until_cycle)
 from verif.lib.pauses import CROSSINGS, pause
 from verif.lib.scoreboard import compare, compare_counters
 
@@ -67,7 +69,7 @@ class FaultRam(AxiRam):
     DECERR (3); a list answers the accesses to ``addr`` in turn (``[0, 2]``: the second
     fails; ``verif.lib.axi_sim.take_fault``)."""
 
-    def __init__(self, bus, clk, rst, *, size, latency=None):
+    def __init__(self, bus, clk, rst, *, size, latency=None, b_latency=None):
         super().__init__(bus, clk, rst, size=size)
         self.clk = clk
         self.faults = {}
@@ -98,6 +100,8 @@ class FaultRam(AxiRam):
         async def b_send(b):
             if int(b.bresp) != 0 and self._pending["write"]:
                 b.bresp = RESP[self._pending["write"].popleft()]
+            if b_latency is not None:       # the write response comes late (and the next
+                await ClockCycles(clk, 1 + b_latency())     # burst's address waits for it)
             await orig_b_send(b)
 
         rd._read, wr._write = read, write
@@ -120,14 +124,14 @@ class FaultRam(AxiRam):
 
 
 class KvmuTB(BlockTB):
-    def __init__(self, dut, *, latency=None, size=1 << 27):
+    def __init__(self, dut, *, latency=None, b_latency=None, size=1 << 27):
         super().__init__(dut, KvMemoryManager,
                          sources={"i_cmd": lambda b: b.i_cmd.payload.shape(),
                                   "i_data": lambda b: b.i_data.payload.shape()},
                          sinks={"o_kv": lambda b: b.o_kv.payload.shape(),
                                 "o_cand": lambda b: b.o_cand.payload.shape()})
         self.ram = FaultRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=size,
-                            latency=latency)
+                            latency=latency, b_latency=b_latency)
         self.axi["ram"] = self.ram
         self.bus = self.cfg.kvmu_bus_bytes
         self.ar_log, self.aw_log = [], []
@@ -168,7 +172,14 @@ class KvmuTB(BlockTB):
     async def run(self, ops, rows, regs, *, timeout=200_000, before=None):
         """Drive ``ops`` (the contract of verif.kvmu.model) and compare everything with the
         golden replay; ``before(k, op)``, if given, is awaited before operation k is sent.
-        Returns ``(expected, counters)``; counters are the run's own."""
+        Returns ``(expected, counters)``; counters are the run's own. ``timeout`` bounds each
+        stream's wait for its beats, and four times it the whole run, in cycles: a KVMU that
+        stops taking commands or never goes idle fails the test there (SimTimeoutError),
+        not at the test's own limit."""
+        return await with_timeout(self._run(ops, rows, regs, timeout=timeout, before=before),
+                                  4 * timeout * CLOCK_NS, "ns")
+
+    async def _run(self, ops, rows, regs, *, timeout, before):
         self.registers(regs)
         exp = expect(self.cfg, regs, ops, rows)
         base = await self.perf()
@@ -274,10 +285,13 @@ async def random_latency(dut):
                                 "hc_write", "cand_read"]),
                     resp=named(["SLVERR", "DECERR"]))
 async def bus_errors(dut, fail, resp):
-    """One transfer answered with an error: the sticky status names the operation, the
-    response and the address; the stream goes on; the memory matches the tables."""
+    """One transfer answered with an error, under random read latency and late write
+    responses: the sticky status names the operation, the response and the address; the
+    stream goes on; the memory matches the tables (an offload that turned its block far
+    before the failed write's response came would leave a far block never written)."""
     from verif.kvmu.faults import with_fault
-    tb = KvmuTB(dut)
+    lat = random.Random(7)
+    tb = KvmuTB(dut, latency=lambda: lat.randrange(24), b_latency=lambda: lat.randrange(24))
     tb.cross("both", seed=8)
     tb.ram.pause_all(0.2, seed=9, ticker=tb.ticker)
     await tb.start()
@@ -286,7 +300,7 @@ async def bus_errors(dut, fail, resp):
     ops = synthetic_ops(cfg, np.random.default_rng(10), steps=4, tokens=5,
                         max_owner=min(cfg.kvmu_clusters, 12))
     rows = random_rows(10, 2 * cfg.head_dim)
-    await tb.run(with_fault(cfg, regs, ops, rows, fail, resp), rows, regs)
+    await tb.run(with_fault(cfg, regs, ops, rows, fail, resp), rows, regs, timeout=50_000)
     await tb.clear_error()
     await ReadOnly()
     assert not int(dut.error.value), "clear left the error set"

@@ -59,6 +59,16 @@ CXX_OPT = "-O1"
 # fails instead of stopping the suite. The longest run of `make test` takes about 7 minutes.
 SIM_WALL_S = 1800
 
+# a coverage build (``make coverage``): every statement's branch counted; at the points of
+# TOGGLE_POINTS (each block's smallest) every bit of every signal up to 16 bits wide too
+# (toggle counting slows a model four to seven times at that width, and fifty times at
+# Verilator's default of 256 bits, memories included)
+COVERAGE_ARGS = ("--coverage-line",)
+TOGGLE_ARGS = ("--coverage-toggle", "--coverage-max-width", "16")
+TOGGLE_POINTS = {("hcu", "l4_w64_h16"), ("wtu", "l4_b8_p2_e256"), ("attn", "n4_k192_b128"),
+                 ("attn_array", "n4"), ("attn_exp", "default"), ("kvmu", "bus8_bt4_g3_o2"),
+                 ("core_regs", "q1_l2_bus8")}
+
 
 @contextlib.contextmanager
 def wall_limit(seconds: int, what: str):
@@ -84,7 +94,8 @@ def wall_limit(seconds: int, what: str):
 def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=None,
                test_filter: str | None = None, extra_env: dict | None = None,
                check_lint: bool = True, cxx_opt: str = CXX_OPT,
-               public_all: bool = False) -> dict:
+               public_all: bool = False, coverage: bool = False,
+               toggles: bool = False) -> dict:
     """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` as ``<name>.v`` in
     ``build_dir`` (lint it), build it with Verilator and run ``test_module`` (or only
     ``testcase``). Returns ``{test name: failure message or None}``; the build and run logs
@@ -100,7 +111,11 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     (``verif/core/tb.vlt`` for ``verif.core.tb``); cocotb's own build makes every signal of
     every block public, which made the core's model three times longer to compile;
     ``public_all`` keeps cocotb's way (the engine at n = 16 compiles faster with it: its
-    signals split the model into smaller functions)."""
+    signals split the model into smaller functions).
+
+    ``coverage``: the model counts line coverage (and with ``toggles`` toggle coverage) and
+    writes ``coverage.dat`` in ``build_dir`` when the run ends (``make coverage``,
+    :mod:`verif.coverage`)."""
     from cocotb_tools.runner import get_runner
     from rtl import BLOCKS
     from vrex.emit import LINT_WAIVERS, lint, write_verilog
@@ -113,6 +128,7 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     if check_lint:
         lint(v)
     runner = get_runner("verilator")
+    cover = (*COVERAGE_ARGS, *(TOGGLE_ARGS if toggles else ())) if coverage else ()
     opt = os.environ.get("VREX_CXX_OPT", cxx_opt)
     taps = ROOT.joinpath(*test_module.split(".")).with_suffix(".vlt")
     public = [] if public_all else ["--no-public-flat-rw", "--public-depth", "1"]
@@ -134,7 +150,8 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
         # miss the compiler cache (the runner makes its `sources` absolute; build_args stay)
         runner.build(sources=[], hdl_toplevel=name, build_dir=build,
                      build_args=["-Wno-fatal", str(LINT_WAIVERS), *public,
-                                 *VERILATOR_OPT.get(name, []), v.name],
+                                 *VERILATOR_OPT.get(name, []), *cover,
+                                 v.name],
                      timescale=("1ns", "1ps"),
                      log_file=build / "build.log")
     finally:
@@ -148,6 +165,10 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
            **(extra_env or {})}
     if os.environ.get("WAVES"):
         env["WAVES"] = "1"
+    if coverage:            # this run's counts and functional samples (verif.lib.fcov) only
+        for old in ("coverage.dat", "events.txt"):
+            (build / old).unlink(missing_ok=True)
+        env["VREX_FCOV"] = str(build / "events.txt")
     xml = build / "results.xml"
     xml.unlink(missing_ok=True)
     limit = int(os.environ.get("VREX_SIM_WALL_S", SIM_WALL_S))
@@ -198,11 +219,15 @@ def run_point(block: str, point: str, cfg: Config, test_filter: str | None = Non
     regular expression ``test_filter``, if given; ``extra_env`` for the testbench, if given)
     on the block built from ``cfg`` in
     ``build/sim/<block>/<point>/``; fail the calling pytest test naming every failed cocotb
-    test. The points of ``BUILD_POINTS`` build with their options."""
+    test. The points of ``BUILD_POINTS`` build with their options. With ``VREX_COVERAGE=1``
+    in the environment (``make coverage``) the point builds with coverage counters in
+    ``build/coverage/<block>/<point>/`` instead."""
     import pytest
-    build = ROOT / "build" / "sim" / block / point
+    coverage = os.environ.get("VREX_COVERAGE") == "1"
+    build = ROOT / "build" / ("coverage" if coverage else "sim") / block / point
     results = run_cocotb(block, cfg, test_module=verif_module(block, "tb"),
                          build_dir=build, test_filter=test_filter, extra_env=extra_env,
+                         coverage=coverage, toggles=(block, point) in TOGGLE_POINTS,
                          **BUILD_POINTS.get((block, point), {}))
     if msg := failures(results, build):
         pytest.fail(msg, pytrace=False)

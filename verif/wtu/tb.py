@@ -13,6 +13,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from golden.wtu import Row
 from rtl import WicsumThresholdUnit
 from verif.lib.cocotb_tb import BlockTB, named, test
+from verif.lib.fcov import record
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare, compare_counters
 from verif.wtu.model import (all_beats, expected, first_beat_index, random_rows,
@@ -58,6 +59,9 @@ class WtuTB(BlockTB):
                      int(self.dut.error_row.value))
             await RisingEdge(self.dut.clk)
             assert trace == ref.first_error, (trace, ref.first_error)
+        for v, refused in zip(ref.visited, ref.refused):     # rows that matched, bit for bit
+            if not refused and v:
+                record(f"wtu:visited={int(v)}")
         return got, ref, {k: perf[k] - base[k] for k in perf}, err
 
 

@@ -1,0 +1,1 @@
+"""make coverage: line, toggle and functional coverage of every block (docs/coverage.md)."""
