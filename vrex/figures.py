@@ -240,7 +240,9 @@ def _duration(t: dict | None) -> str:
     if not t:
         return "not timed"
     s = t["seconds"]
-    d = f"{s:.0f} s" if s < 100 else f"{s / 60:.0f} min" if s < 6000 else f"{s / 3600:.1f} h"
+    exact = s < 1200 and not t.get("basis")         # a measured run of a few minutes
+    d = (f"{s:.0f} s" if s < 100 else f"{int(s // 60)} min {s % 60:.0f} s" if exact
+         else f"{s / 60:.0f} min" if s < 6000 else f"{s / 3600:.1f} h")
     return f"about {d}" if t.get("basis") else d
 
 
