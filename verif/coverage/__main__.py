@@ -108,12 +108,12 @@ def markdown(rows: list, events: dict) -> str:
         out.append(f"| {r['block']} | {', '.join(r['builds'])} | {ln['percent']:.1f} % "
                    f"({ln['hit']}/{ln['total']}) | {tgl} | {n} | "
                    f"{n - r['unexplained']} | {'PASS' if r['pass'] else 'FAIL'} |")
+    cell = (lambda s: s.replace("|", "\\|"))
     for r in rows:
         if r["missed"]:
             out += ["", f"## {r['block']}: lines never reached", "",
                     "| build | line | where | text | why |", "|---|---:|---|---|---|"]
             for m in r["missed"]:
-                cell = (lambda s: s.replace("|", "\\|"))
                 out.append(f"| {m['build']} | {m['line']} | {cell(m['where'])} | "
                            f"`{cell(m['text'])}` | {m['waived'] or '**unexplained**'} |")
     if events:

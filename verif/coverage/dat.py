@@ -1,6 +1,6 @@
 """Verilator's coverage database (``coverage.dat``, written by a model built with
-``--coverage-line --coverage-toggle`` when its run ends) read into points, and the points of a
-block's build points merged.
+``--coverage-line --coverage-toggle`` when its run ends) read into points, and the key that
+identifies a point across a block's build points.
 
 A line of the file is ``C '<fields>' <count>``; the fields are ``key\\x02value`` pairs joined
 by ``\\x01``: ``t`` the type (``line``, ``toggle``), ``page`` (``v_line/<module>``,
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Point", "read", "kind", "key", "merge"]
+__all__ = ["Point", "read", "kind", "key"]
 
 _LINE = re.compile(r"^C '(.*)' (\d+)$")
 # Yosys' names of its own wires (``\$123``, ``\$auto$...``) and Amaranth's numbers that
@@ -79,13 +79,3 @@ def key(p: Point, text: str) -> tuple:
     comment = _AUTO.sub("$", p.comment)
     return (p.kind, p.module, comment, " ".join(_AUTO.sub("$", text).split()))
 
-
-def merge(points_by_build: dict) -> dict:
-    """``{key: (hit, [(build, point), ...])}`` over builds (``{build: [(key, Point)]}``): a
-    key is hit if any build hit one of its points."""
-    out: dict = {}
-    for build, points in points_by_build.items():
-        for k, p in points:
-            hit, where = out.get(k, (False, []))
-            out[k] = (hit or p.count > 0, where + [(build, p)])
-    return out

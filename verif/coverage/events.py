@@ -1,17 +1,14 @@
 """The functional events ``make coverage`` asks the tests to reach, each sampled from what
-the design did: a named signal of a block that toggled in a coverage build (its Verilog
-tier), or a sample a testbench recorded of a value read back (:mod:`verif.lib.fcov`: an
-ERROR_CODE, a WTU row's visited buckets after the row matched the golden model)."""
+the design did: a testbench's record of a value read back (:mod:`verif.lib.fcov`: an
+ERROR_CODE, a WTU row's visited buckets after the row matched the golden model), in the one
+samples file ``make coverage`` hands every test (``VREX_FCOV``)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from vrex import regmap
 from vrex.config import Config
-
-from . import dat
 
 __all__ = ["EVENTS", "Event", "functional"]
 
@@ -19,8 +16,7 @@ __all__ = ["EVENTS", "Event", "functional"]
 @dataclass(frozen=True)
 class Event:
     block: str
-    signal: str = ""      # a regular expression on a toggle point's signal (its comment)
-    sample: str = ""      # or a testbench's sample
+    sample: str           # the line a testbench records (verif.lib.fcov.record)
     what: str = ""
 
 
@@ -41,38 +37,17 @@ def _events() -> dict:
 EVENTS = _events()
 
 
-def _toggled(out: Path) -> dict:
-    """``{block: set of signal comments that toggled}`` over every coverage build."""
-    seen: dict = {}
-    for d in out.glob("*/*/coverage.dat"):
-        block = d.parent.parent.name
-        s = seen.setdefault(block, set())
-        for p in dat.read(d):
-            if p.kind == "toggle" and p.count:
-                s.add(f"{p.fields.get('h', '')}.{p.comment}")
-    return seen
-
-
 def _samples(out: Path) -> dict:
-    """``{sample: set of builds or runs that recorded it}``."""
+    """``{sample: set of the runs that recorded it}`` (``events_<run>.txt`` under ``out``)."""
     got: dict = {}
-    for f in out.glob("**/events*.txt"):
-        where = f.parent.name if f.name == "events.txt" else f.stem.removeprefix("events_")
+    for f in out.glob("events_*.txt"):
         for line in f.read_text().splitlines():
-            got.setdefault(line.strip(), set()).add(where)
+            got.setdefault(line.strip(), set()).add(f.stem.removeprefix("events_"))
     return got
 
 
 def functional(out: Path) -> dict:
     """``{event: {block, what, hits}}``: where each event of :data:`EVENTS` was reached."""
-    toggled, samples = _toggled(out), _samples(out)
-    res = {}
-    for name, e in EVENTS.items():
-        if e.signal:
-            rx = re.compile(e.signal)
-            hits = sorted({e.block} if any(rx.search(s) for s in toggled.get(e.block, ()))
-                          else set())
-        else:
-            hits = sorted(samples.get(e.sample, ()))
-        res[name] = dict(block=e.block, what=e.what, hits=hits)
-    return res
+    samples = _samples(out)
+    return {name: dict(block=e.block, what=e.what, hits=sorted(samples.get(e.sample, ())))
+            for name, e in EVENTS.items()}

@@ -165,10 +165,8 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
            **(extra_env or {})}
     if os.environ.get("WAVES"):
         env["WAVES"] = "1"
-    if coverage:            # this run's counts and functional samples (verif.lib.fcov) only
-        for old in ("coverage.dat", "events.txt"):
-            (build / old).unlink(missing_ok=True)
-        env["VREX_FCOV"] = str(build / "events.txt")
+    if coverage:            # this run's counts only
+        (build / "coverage.dat").unlink(missing_ok=True)
     xml = build / "results.xml"
     xml.unlink(missing_ok=True)
     limit = int(os.environ.get("VREX_SIM_WALL_S", SIM_WALL_S))
