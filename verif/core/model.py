@@ -223,7 +223,8 @@ def scenario(cfg, seed: int = 0):
     rng = np.random.default_rng(seed)
     off = regmap.offsets({})
     acts = [("read", r.offset) for r in regmap.REGISTERS]
-    acts += [("read", regmap.PERF_BASE + 4 * k) for k in range(3)]
+    n_perf = len(RegsModel(cfg, []).names)
+    acts += [("read", regmap.PERF_BASE + 4 * k) for k in range(n_perf)]
     for r in regmap.REGISTERS:
         if r.access == "RW" and r.name != "CTRL":
             acts.append(("write", r.offset, int(rng.integers(0, 1 << 32)),
@@ -239,7 +240,11 @@ def scenario(cfg, seed: int = 0):
         acts.append(("desc", random_descriptor(rng, cfg, io_base, io_size, layer=0,
                                                version=version + k, step=2 + k // 2)))
     acts += [("pop", 2), ("read", off["STATUS"])]
-    for name, d in bad_descriptors(rng, cfg, io_base, io_size, version + 2, 3):
+    for layer in range(1, cfg.n_layers):    # every layer's own first step, taken at once
+        acts += [("desc", random_descriptor(rng, cfg, io_base, io_size, layer=layer,
+                                            version=version + 2 + layer, step=2)), ("pop", 1)]
+    last = version + 1 + cfg.n_layers               # the last version accepted
+    for name, d in bad_descriptors(rng, cfg, io_base, io_size, last, 3):
         acts += [("desc", d), ("read", off["ERROR_CODE"]), ("read", off["IRQ_STATUS"]),
                  ("write", off["ERROR_CODE"], 1, 0xF), ("write", off["IRQ_STATUS"], 2, 0xF)]
     for k in range(cfg.core_queue_depth + 1):      # one more than fits: overflow
