@@ -15,7 +15,7 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test soak sim golden verilog synth bench cycles research formal coverage figures setup \
+.PHONY: all demo test soak sim golden verilog synth bench cycles research formal coverage icarus figures setup \
         clean clean-cache help
 
 all: demo
@@ -33,6 +33,7 @@ help:
 	@echo "make research [TRACES=...] ReSV variants against ReSV at its ratio -> build/research/"
 	@echo "make formal   SymbiYosys proofs of every block's bus and stream rules -> build/formal/"
 	@echo "make coverage line, toggle and functional coverage of every block -> build/coverage/"
+	@echo "make icarus   the small blocks' Verilog tiers under Icarus Verilog -> build/icarus/"
 	@echo "make figures  render README.md and docs/ from docs/figures.json"
 
 setup: $(STAMP)
@@ -47,6 +48,13 @@ $(STAMP): pyproject.toml
 	fi
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	@command -v iverilog >/dev/null || { \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's iverilog (Icarus Verilog: make icarus)"; \
+	    apt-get install -y -qq iverilog >/dev/null 2>&1 || \
+	      { apt-get update -qq && apt-get install -y -qq iverilog >/dev/null; } || \
+	      echo "iverilog could not be installed: the Icarus runs skip"; \
+	  else echo "iverilog not found (apt-get install iverilog): the Icarus runs skip"; fi; }
 	@touch $@
 
 # the main job: golden model on the bundled trace, Verilog and lint, the core end to end and
@@ -112,6 +120,11 @@ clean:
 # the compiler and lint caches live outside the checkout (kept by make clean)
 clean-cache: $(STAMP)
 	$(PY) -c "import shutil; from vrex.toolchain import cache_dir; shutil.rmtree(cache_dir(), ignore_errors=True)"
+
+# the small blocks' Verilog tiers under Icarus Verilog (cocotb's default -g2012) on the
+# Verilog for event-driven simulators, one build point each (two of them in make test)
+icarus: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q -m '' verif/flow/test_icarus.py
 
 # every block's Verilog tier on models that count coverage: lines per block (95 % or each
 # line never reached explained), toggles at each block's smallest point, functional events

@@ -3,7 +3,10 @@
 named), built from one :class:`vrex.config.Config`; ``vrex_regs.h``, the core's register map
 for host software (:mod:`rtl.core.map`); and, with the core, ``vrex_core.core``, its FuseSoC
 (CAPI2) description: ``fusesoc --cores-root build/verilog run --target=lint vrex:vrex:core``
-lints it with Verilator, ``--target=synth`` synthesises it with Yosys for ECP5.
+lints it with Verilator, ``--target=synth`` synthesises it with Yosys for ECP5,
+``--target=sim_icarus`` builds it with Icarus Verilog. ``event_sim/<block>.v`` beside each is
+the same design for event-driven simulators under SystemVerilog rules
+(:func:`vrex.emit.for_event_simulators`).
 ``python -m rtl.emit --registers > docs/registers.md`` prints the register map's page.
 """
 from __future__ import annotations
@@ -13,7 +16,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from vrex.emit import FUSESOC_NAME, lint, load_config, write_fusesoc, write_verilog
+from vrex.emit import (FUSESOC_NAME, for_event_simulators, lint, load_config, write_fusesoc,
+                       write_verilog)
 
 from . import BLOCKS
 from .core import map as core_map
@@ -44,9 +48,14 @@ def main(argv=None) -> int:
         if args.lint:
             lint(path)
             print("  verilator --lint-only -Wall: clean (waivers: vrex/lint.vlt)")
+        event = Path(args.out) / "event_sim" / path.name
+        event.parent.mkdir(parents=True, exist_ok=True)
+        event.write_text(for_event_simulators(path.read_text()))
     header = Path(args.out) / "vrex_regs.h"
     header.write_text(core_map.c_header())
     print(f"wrote {header} (the core's register map and descriptor, for host software)")
+    print(f"wrote {Path(args.out) / 'event_sim'}/<block>.v (for event-driven simulators: "
+          f"Icarus, SystemVerilog simulators)")
     if "core" in names:
         print(f"wrote {write_fusesoc(args.out)} (FuseSoC: fusesoc --cores-root {args.out} "
               f"run --target=lint {FUSESOC_NAME})")

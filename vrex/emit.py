@@ -10,8 +10,8 @@ from pathlib import Path
 from .config import Config
 from .toolchain import setup_environ, tool_env
 
-__all__ = ["emit_verilog", "write_verilog", "write_fusesoc", "lint", "load_config",
-           "LINT_WAIVERS", "FUSESOC_NAME"]
+__all__ = ["emit_verilog", "write_verilog", "for_event_simulators", "write_fusesoc", "lint",
+           "load_config", "LINT_WAIVERS", "FUSESOC_NAME"]
 
 LINT_WAIVERS = Path(__file__).resolve().parent / "lint.vlt"
 
@@ -47,11 +47,37 @@ def drop_zero_width(text: str) -> str:
     return _MODULE.sub(module, text)
 
 
-def write_verilog(component, name: str, out_dir) -> Path:
+# Yosys' start-up trigger of a module's `always @*` processes: a register every such process
+# reads, declared with the initial value 0
+_TRIGGER = re.compile(r"^( *)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
+                      re.M)
+
+
+def for_event_simulators(text: str) -> str:
+    """The Verilog for an event-driven simulator under SystemVerilog rules (Icarus with its
+    default ``-g2012``, the commercial simulators). Yosys starts every ``always @*`` process
+    at time 0 by a register they all read, declared ``= 0``: under Verilog-2005 rules the
+    declaration's assignment is an event at time 0, under SystemVerilog's it happens before
+    any process starts, raises no event, and the combinational outputs stay X until an
+    input changes. Here the register starts X and an ``initial #0`` sets it to 0 once every
+    process waits on it (the delay puts the assignment after time 0's active processes).
+    Verilator and synthesis take the plain file (:func:`emit_verilog`): the logic is the
+    same, only the start-up differs."""
+    out, n = _TRIGGER.subn(lambda m: f"{m[1]}reg {m[2]};\n{m[1]}initial #0 {m[2]} = 1'b0;", text)
+    if n == 0 and "always @*" in text:
+        raise ValueError("no start-up trigger found in Verilog with always @* processes: "
+                         "Yosys' output changed, see vrex.emit.for_event_simulators")
+    return out
+
+
+def write_verilog(component, name: str, out_dir, event_sim: bool = False) -> Path:
+    """``<name>.v`` in ``out_dir``; with ``event_sim`` for an event-driven simulator
+    (:func:`for_event_simulators`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.v"
-    path.write_text(emit_verilog(component, name))
+    text = emit_verilog(component, name)
+    path.write_text(for_event_simulators(text) if event_sim else text)
     return path
 
 
@@ -59,9 +85,11 @@ FUSESOC_NAME = "vrex:vrex:core:0.1.0"
 
 
 def write_fusesoc(out_dir, verilog: str = "core.v", top: str = "core") -> Path:
-    """``vrex_core.core`` beside the emitted Verilog: the file set (the Verilog and the lint
-    waivers) and the targets lint (Verilator, lint only, -Wall), sim (Verilator, the core
-    built as a library for a C++ or cocotb testbench) and synth (Yosys, ECP5)."""
+    """``vrex_core.core`` beside the emitted Verilog: the file sets (the Verilog and the lint
+    waivers; the Verilog for event-driven simulators, ``event_sim/<verilog>``) and the
+    targets lint (Verilator, lint only, -Wall), sim (Verilator, the core built as a library
+    for a C++ or cocotb testbench), sim_icarus (Icarus Verilog, -g2012) and synth (Yosys,
+    ECP5)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     waivers = out / "vrex_lint.vlt"
@@ -77,6 +105,9 @@ filesets:
     files:
       - vrex_lint.vlt: {{file_type: vlt}}
       - {verilog}: {{file_type: verilogSource}}
+  rtl_event_sim:
+    files:
+      - event_sim/{verilog}: {{file_type: verilogSource}}
 
 targets:
   default: &default
@@ -96,6 +127,13 @@ targets:
       verilator:
         mode: cc
         verilator_options: [-Wno-fatal]
+  sim_icarus:
+    filesets: [rtl_event_sim]
+    toplevel: {top}
+    default_tool: icarus
+    tools:
+      icarus:
+        iverilog_options: [-g2012]
   synth:
     <<: *default
     default_tool: yosys

@@ -233,6 +233,8 @@ TARGETS = (
      "build/formal/report.{json,md}, docs/figures.json"),
     ("coverage", "`make coverage`", "Verilator line and toggle coverage, functional events",
      "build/coverage/report.{json,md}, docs/figures.json"),
+    ("icarus", "`make icarus`", "the small blocks' Verilog tiers under Icarus Verilog",
+     "build/icarus/"),
 )
 
 

@@ -91,15 +91,20 @@ def wall_limit(seconds: int, what: str):
         signal.signal(signal.SIGALRM, old)
 
 
+SIMULATORS = ("verilator", "icarus")
+
+
 def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=None,
                test_filter: str | None = None, extra_env: dict | None = None,
                check_lint: bool = True, cxx_opt: str = CXX_OPT,
                public_all: bool = False, coverage: bool = False,
-               toggles: bool = False) -> dict:
+               toggles: bool = False, sim: str = "verilator") -> dict:
     """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` as ``<name>.v`` in
-    ``build_dir`` (lint it), build it with Verilator and run ``test_module`` (or only
-    ``testcase``). Returns ``{test name: failure message or None}``; the build and run logs
-    are ``build.log`` and ``sim.log`` in ``build_dir``. ``cxx_opt`` is the C++ compiler's
+    ``build_dir`` (lint it), build it with the simulator ``sim`` (Verilator, or Icarus
+    Verilog under its default ``-g2012`` on the Verilog for event-driven simulators,
+    :func:`vrex.emit.for_event_simulators`) and run ``test_module`` (or only ``testcase``).
+    Returns ``{test name: failure message or None}``; the build and run logs are
+    ``build.log`` and ``sim.log`` in ``build_dir``. ``cxx_opt`` is the C++ compiler's
     optimisation for the model's fast path and the run-time library (none for its once-run
     code: a ``-CFLAGS`` would apply to all and doubled the core's build); ``-O0`` builds a
     large model several times faster than :data:`CXX_OPT` and runs it a few times slower:
@@ -118,17 +123,63 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     :mod:`verif.coverage`)."""
     from cocotb_tools.runner import get_runner
     from rtl import BLOCKS
-    from vrex.emit import LINT_WAIVERS, lint, write_verilog
+    from vrex.emit import lint, write_verilog
     from vrex.toolchain import setup_environ
+    if sim not in SIMULATORS:
+        raise ValueError(f"simulator {sim!r}: one of {', '.join(SIMULATORS)}")
     setup_environ()
     build = Path(build_dir).resolve()
     build.mkdir(parents=True, exist_ok=True)
     (build / "config.json").write_text(cfg.to_json())
-    v = write_verilog(BLOCKS[name].from_config(cfg), name, build)
+    block = BLOCKS[name].from_config(cfg)
+    v = write_verilog(block, name, build)
     if check_lint:
         lint(v)
-    runner = get_runner("verilator")
-    cover = (*COVERAGE_ARGS, *(TOGGLE_ARGS if toggles else ())) if coverage else ()
+    runner = get_runner(sim)
+    if sim == "icarus":
+        if coverage:
+            raise ValueError("coverage is counted by Verilator's models only")
+        v = write_verilog(block, name, build, event_sim=True)
+        runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
+                     timescale=("1ns", "1ps"), log_file=build / "build.log")
+    else:
+        _build_verilator(runner, name, v, build, test_module,
+                         cxx_opt=cxx_opt, public_all=public_all,
+                         cover=(*COVERAGE_ARGS, *(TOGGLE_ARGS if toggles else ()))
+                         if coverage else ())
+    # unbuffered: a long run's sim.log shows its progress lines as they come
+    env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+           **(extra_env or {})}
+    if os.environ.get("WAVES"):
+        env["WAVES"] = "1"
+    if coverage:            # this run's counts only
+        (build / "coverage.dat").unlink(missing_ok=True)
+    xml = build / "results.xml"
+    xml.unlink(missing_ok=True)
+    limit = int(os.environ.get("VREX_SIM_WALL_S", SIM_WALL_S))
+    try:
+        with wall_limit(limit, f"{test_module} on {name} ({build})"):
+            runner.test(hdl_toplevel=name, hdl_toplevel_lang="verilog",
+                        test_module=test_module, build_dir=build, test_dir=build,
+                        extra_env=env, testcase=testcase, test_filter=test_filter,
+                        results_xml=str(xml), log_file=build / "sim.log",
+                        waves=bool(os.environ.get("WAVES")))
+    except SystemExit:              # the runner exits on a failed test: the XML says which
+        pass
+    if not xml.exists():
+        return {}
+    results = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        results[case.get("name")] = None if bad is None else (bad.get("message") or "failed")
+    return results
+
+
+def _build_verilator(runner, name, v, build, test_module, *, cxx_opt, public_all, cover):
+    """The Verilator build of ``v`` (see :func:`run_cocotb`)."""
+    from vrex.emit import LINT_WAIVERS
     opt = os.environ.get("VREX_CXX_OPT", cxx_opt)
     taps = ROOT.joinpath(*test_module.split(".")).with_suffix(".vlt")
     public = [] if public_all else ["--no-public-flat-rw", "--public-depth", "1"]
@@ -160,34 +211,6 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = val
-    # unbuffered: a long run's sim.log shows its progress lines as they come
-    env = {"VREX_CONFIG": cfg.to_json(), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
-           **(extra_env or {})}
-    if os.environ.get("WAVES"):
-        env["WAVES"] = "1"
-    if coverage:            # this run's counts only
-        (build / "coverage.dat").unlink(missing_ok=True)
-    xml = build / "results.xml"
-    xml.unlink(missing_ok=True)
-    limit = int(os.environ.get("VREX_SIM_WALL_S", SIM_WALL_S))
-    try:
-        with wall_limit(limit, f"{test_module} on {name} ({build})"):
-            runner.test(hdl_toplevel=name, hdl_toplevel_lang="verilog",
-                        test_module=test_module, build_dir=build, test_dir=build,
-                        extra_env=env, testcase=testcase, test_filter=test_filter,
-                        results_xml=str(xml), log_file=build / "sim.log",
-                        waves=bool(os.environ.get("WAVES")))
-    except SystemExit:              # the runner exits on a failed test: the XML says which
-        pass
-    if not xml.exists():
-        return {}
-    results = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        bad = case.find("failure")
-        if bad is None:
-            bad = case.find("error")
-        results[case.get("name")] = None if bad is None else (bad.get("message") or "failed")
-    return results
 
 
 def failures(results: dict, build_dir) -> str:
@@ -211,7 +234,7 @@ BUILD_POINTS = {("attn", "n16_w8"): dict(cxx_opt="-O0", public_all=True),
 
 
 def run_point(block: str, point: str, cfg: Config, test_filter: str | None = None,
-              extra_env: dict | None = None) -> None:
+              extra_env: dict | None = None, sim: str | None = None) -> None:
     """The Verilog tier of one build point: run the block's testbench (``verif.<group>.tb``,
     or ``tb_<block>`` in a group of several; only the tests whose full names match the
     regular expression ``test_filter``, if given; ``extra_env`` for the testbench, if given)
@@ -219,14 +242,18 @@ def run_point(block: str, point: str, cfg: Config, test_filter: str | None = Non
     ``build/sim/<block>/<point>/``; fail the calling pytest test naming every failed cocotb
     test. The points of ``BUILD_POINTS`` build with their options. With ``VREX_COVERAGE=1``
     in the environment (``make coverage``) the point builds with coverage counters in
-    ``build/coverage/<block>/<point>/`` instead."""
+    ``build/coverage/<block>/<point>/`` instead. The simulator is ``sim``, or ``SIM`` in the
+    environment (cocotb's name), or Verilator; Icarus builds in ``build/icarus/``."""
     import pytest
+    sim = sim or os.environ.get("SIM") or "verilator"
     coverage = os.environ.get("VREX_COVERAGE") == "1"
-    build = ROOT / "build" / ("coverage" if coverage else "sim") / block / point
+    kind = "coverage" if coverage else "sim" if sim == "verilator" else sim
+    build = ROOT / "build" / kind / block / point
+    opts = BUILD_POINTS.get((block, point), {}) if sim == "verilator" else {}
     results = run_cocotb(block, cfg, test_module=verif_module(block, "tb"),
                          build_dir=build, test_filter=test_filter, extra_env=extra_env,
                          coverage=coverage, toggles=(block, point) in TOGGLE_POINTS,
-                         **BUILD_POINTS.get((block, point), {}))
+                         sim=sim, **opts)
     if msg := failures(results, build):
         pytest.fail(msg, pytrace=False)
 
