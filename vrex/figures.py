@@ -322,7 +322,10 @@ def coverage_results(snap: dict) -> list[str]:
                    f"({b['line_hit']} of {b['line_total']}) | {tg} | {b['missed']} "
                    f"({b['missed'] - b['unexplained']}) | {'PASS' if b['pass'] else 'FAIL'} |")
     ev = c["events"]
+    un = ev.get("unreachable", [])
     out += ["", f"Functional events reached: {ev['reached']} of {ev['total']}"
+            + (f"; unreachable by construction (build/coverage/report.md says why): "
+               f"{', '.join(un)}" if un else "")
             + (f"; never: {', '.join(ev['missed'])}." if ev["missed"] else "."),
             "", f"Measured at `{e['commit']}`."]
     return out

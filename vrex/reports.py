@@ -184,7 +184,10 @@ def coverage_values(rep: dict) -> dict:
             "missed": len(r["missed"]), "unexplained": r["unexplained"], "pass": r["pass"]}
     ev = rep["events"]
     out["events"] = {"total": len(ev), "reached": sum(1 for e in ev.values() if e["hits"]),
-                     "missed": sorted(k for k, e in ev.items() if not e["hits"])}
+                     "missed": sorted(k for k, e in ev.items()
+                                      if not e["hits"] and not e.get("unreachable")),
+                     "unreachable": sorted(k for k, e in ev.items()
+                                           if not e["hits"] and e.get("unreachable"))}
     return out
 
 

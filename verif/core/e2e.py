@@ -12,6 +12,7 @@ import numpy as np
 
 from golden.core import head_chunks, run_stream
 from golden.numerics import hyperplanes
+from verif.lib.fcov import record
 from vrex import regmap
 
 __all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run",
@@ -255,6 +256,8 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
                 bad.append(f"output of step {ls.step} layer {ls.layer} head {h * gq + qh} "
                            f"token {ls.token0 + tok} dim {col}: {g[qh, tok, col]}, golden "
                            f"{want[qh, tok, col]}")
+    if not bad and any(hr.attended > cfg.attn_b_rows for ls in plan.golden for hr in ls.heads):
+        record("core:chunked attention")     # a run that matched attended a set in chunks
     return bad[:limit] + ([f"... {len(bad) - limit} more"] if len(bad) > limit else [])
 
 

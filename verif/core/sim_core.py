@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 from rtl import VrexCore
 from verif.lib.axi_sim import AxiMemSim
 from verif.lib.axil_sim import AxiLiteHost
-from verif.lib.fcov import record_error
+from verif.lib.fcov import record, record_error, record_page_cuts
 from verif.lib.pauses import crossing, random_pause
 from rtl.core import map as core_map
 from vrex import regmap
@@ -18,6 +18,17 @@ from .e2e import Observed
 __all__ = ["run_core", "OFF"]
 
 OFF = {r.name: r.offset for r in regmap.REGISTERS}
+
+
+def _samples(plan, mem):
+    """The functional samples of a run, off the bursts the memory took: a transfer cut at a
+    4 KB edge; a cluster window saved to its image area and one loaded from it."""
+    record_page_cuts(mem.ar_log, mem.aw_log)
+    cfg = plan.cfg
+    base, end = cfg.ctx_base, cfg.ctx_base + cfg.windows * cfg.ctx_image_bytes
+    for log, what in ((mem.aw_log, "save"), (mem.ar_log, "load")):
+        if any(base <= a < end for a, _ in log):
+            record(f"core:context {what}")
 
 
 def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str = "none",
@@ -83,6 +94,7 @@ def run_core(plan, *, latency: int = 0, bus_pauses: float = 0.0, host_cross: str
         obs.done = done
         state["stop"] = True
         mem.stop = True
+        _samples(plan, mem)
 
     def monitor(stream, fields, into, fmt):
         async def run(ctx):

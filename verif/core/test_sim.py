@@ -188,6 +188,45 @@ def test_core_kvmu_register_error_is_kv_refused_and_every_descriptor_ends(regist
     assert info["perf"]["kvmu_stored_tokens"] == 0
 
 
+def test_core_sums_write_error_is_kv_cluster_lost_and_the_kv_stays():
+    """An error answer on the first write of a cluster's sums to the HC table (the KVMU's
+    update as a token is stored): the cluster is poisoned, the core reports
+    KV_CLUSTER_LOST with the interrupt and the table's address, every descriptor completes
+    and every token is still stored (only the sums are lost)."""
+    from vrex import regmap
+    from .e2e import plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    cfg = tiny_config("paper")
+    plan = plan_stream(tr, qt, cfg)
+    hc = cfg.block_registers("kvmu")["hc_base"]
+    obs, info = run_core(plan, latency=2, bus_pauses=0.2, seed=4, max_cycles=200_000,
+                         faults={("write", hc): 2})
+    assert info["error"] & 0xFF == regmap.ERRORS["KV_CLUSTER_LOST"][0], hex(info["error"])
+    assert info["error_addr"] == hc, hex(info["error_addr"])
+    assert obs.done == len(plan.descriptors)
+    assert info["irq"] == 1
+    assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden)
+
+
+def test_core_kv_table_full_is_reported_and_every_descriptor_ends():
+    """A stream larger than the KVMU's block table (2 blocks of 4 tokens): KV_TABLE_FULL
+    with the interrupt, the tokens that fit stored, every descriptor completes."""
+    from vrex import regmap
+    from .e2e import plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **TINY)
+    cfg = tiny_config("paper", kvmu_blocks=2, near_blocks=1, block_tokens=4)
+    plan = plan_stream(tr, qt, cfg)
+    total = sum(g.hashes.size for g in plan.golden)
+    assert total > 2 * 4
+    obs, info = run_core(plan, max_cycles=200_000)
+    assert info["error"] & 0xFF == regmap.ERRORS["KV_TABLE_FULL"][0], hex(info["error"] or 0)
+    assert obs.done == len(plan.descriptors)
+    assert info["irq"] == 1
+    assert 0 < info["perf"]["kvmu_stored_tokens"] < total
+
+
 def test_core_hcu_refusal_ends_the_group_and_the_stream_goes_on():
     """A saved cluster window comes back from memory with a later last step than it had (the
     memory kept wrong bytes): the HCU refuses that layer's next tokens. Each refused token

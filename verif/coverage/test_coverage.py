@@ -69,7 +69,30 @@ def test_waivers_and_events_are_well_formed(tmp_path):
     (tmp_path / "events_tests.txt").write_text("error:BUS_WRITE\nwtu:visited=3\n")
     got = functional(tmp_path)
     assert got["error BUS_WRITE"]["hits"] == ["tests"]
-    assert got["error BUS_READ"]["hits"] == []
+    assert got["error BUS_READ"]["hits"] == [] and not got["error BUS_READ"]["unreachable"]
+    assert got["error KV_STALE"]["unreachable"]       # explained, not reached
+
+
+def test_samples_of_page_cuts_and_hcu_decisions(tmp_path, monkeypatch):
+    """The samplers read what the bus and the HCU did: a burst cut at a 4 KB edge with the
+    next starting there (not one that starts on the edge, nor one with nothing after it);
+    a join among two clusters at the same distance; a window that wrapped."""
+    from types import SimpleNamespace as NS
+    from verif.hcu.tb import samples
+    from verif.lib.fcov import record_page_cuts
+    out = tmp_path / "events_t.txt"
+    monkeypatch.setenv("VREX_FCOV", str(out))
+    record_page_cuts([(0x1000, 4096), (0x2000, 64)], [(0x0F00, 256)])
+    assert not out.exists()
+    record_page_cuts([(0x0F00, 256), (0x1000, 256)], [])
+    assert out.read_text().splitlines() == ["axi:4 KB cut"]
+    tok = lambda h: NS(hash=h, layer=0, step=0)
+    beat = lambda o, d: {"opened": o, "distance": d}
+    cfg = NS(window=2, max_age=None)
+    samples([tok(0b00), tok(0b11), tok(0b01)], [beat(1, 0), beat(1, 0), beat(0, 1)], cfg)
+    assert "hcu:tie" in out.read_text() and "window wrap" not in out.read_text()
+    samples([tok(1), tok(2), tok(4)], [beat(1, 0)] * 3, cfg)
+    assert "hcu:window wrap" in out.read_text()
 
 
 def test_a_coverage_build_counts_lines_and_toggles():

@@ -13,6 +13,7 @@ from rtl import HashClusterUnit
 from verif.hcu.model import (Token, expected, frames, layered_stream, structured_hashes,
                              swap_plan)
 from verif.lib.cocotb_tb import BlockTB, named, test
+from verif.lib.fcov import record
 from verif.lib.pauses import CROSSINGS
 from verif.lib.scoreboard import compare
 
@@ -35,11 +36,33 @@ class HcuTB(BlockTB):
         got = await self.sink["o"].take(len(want), timeout=limit, until_last=None)
         await send
         compare(got, want, what="token")
+        samples(tokens, got, cfg)
         await self.sink["o"].expect_quiet(2 * self.model.latency + 4)
         perf = await self.perf()
         assert perf["opened"] == sum(w["opened"] for w in want)
         assert perf["joined"] == len(want) - perf["opened"]
         return got, want, perf
+
+
+def samples(tokens, got, cfg):
+    """The functional samples of a run that matched the golden model, read off the beats the
+    HCU gave (:mod:`verif.lib.fcov`): a layer's window wrapped (more clusters opened than it
+    holds), and a join among several clusters of the window at the same distance (a tie, the
+    most recent taken)."""
+    if len(tokens) != len(got):         # refused tokens give no beat
+        return
+    opened = {}
+    for t, g in zip(tokens, got):
+        cs = opened.setdefault(t.layer, [])
+        if int(g["opened"]):
+            cs.append((t.hash, t.step))
+            if len(cs) > cfg.window:
+                record("hcu:window wrap")
+            continue
+        live = [h for h, s in cs[-cfg.window:]
+                if cfg.max_age is None or t.step - s <= cfg.max_age]
+        if sum(bin(h ^ t.hash).count("1") == int(g["distance"]) for h in live) > 1:
+            record("hcu:tie")
 
 
 def _structured(tb, n, seed):

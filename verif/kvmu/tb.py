@@ -26,6 +26,7 @@ from verif.kvmu.sim import COUNTERS
 from verif.lib.axi_sim import take_fault
 from verif.lib.cocotb_tb import (CLOCK_NS, BlockTB, Ticker, cycle_now, named, test,
                                   until_cycle)
+from verif.lib.fcov import record, record_page_cuts
 from verif.lib.pauses import CROSSINGS, pause
 from verif.lib.scoreboard import compare, compare_counters
 
@@ -235,6 +236,9 @@ class KvmuTB(BlockTB):
             assert int(d.error.value) and got_err == exp.first_error, \
                 (got_err, exp.first_error)
         check_memory(exp, self.ram.read)
+        if any(b["end"] and b["stale"] for b in got):
+            record("kvmu:stale fetch")
+        record_page_cuts(self.ar_log, self.aw_log)
         return exp, run
 
     async def clear_error(self):

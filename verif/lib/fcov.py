@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["record", "record_error"]
+__all__ = ["record", "record_error", "record_page_cuts", "PAGE_CUT"]
+
+PAGE_CUT = "axi:4 KB cut"
+
+
+_SEEN: set = set()        # the samples this process wrote (each once)
 
 
 def record(event: str) -> None:
     path = os.environ.get("VREX_FCOV")
-    if path:
+    if path and (path, event) not in _SEEN:
+        _SEEN.add((path, event))
         with open(path, "a") as f:
             f.write(event + "\n")
 
@@ -26,3 +32,13 @@ def record_error(value: int) -> None:
         from vrex import regmap
         names = {c: n for n, (c, *_) in regmap.ERRORS.items()}
         record(f"error:{names.get(code, code)}")
+
+
+def record_page_cuts(reads, writes, page: int = 4096) -> None:
+    """A transfer cut at a 4 KB page edge, seen on the bus: a burst that starts inside a page
+    and ends on its edge, where another burst of the same direction starts. ``reads``,
+    ``writes``: the ``(address, bytes)`` of each burst as the memory model took it."""
+    for log in (reads, writes):
+        starts = {a for a, _ in log}
+        if any(a % page and (a + n) % page == 0 and a + n in starts for a, n in log):
+            record(PAGE_CUT)
