@@ -49,6 +49,13 @@ SEEDS = 3                 # hyperplane seeds per preset at the default Th_r (the
 BASELINES = ("resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
 QUEST_PAGE = 16           # the KV layout's block (design decision D12)
 INFINIGEN_DIMS = 0.25     # share of the dimensions InfiniGen-style speculation scores with
+DENSE = {"quest": baselines.QUEST_DENSE, "infinigen": baselines.INFINIGEN_DENSE}
+# each reference option switched (the references: dense first layers, skewed dimensions chosen
+# once, a fixed budget), run at the default budget beside the method itself
+OPTIONS = {"quest": {"sparse_first_layers": dict(dense_layers=0)},
+           "infinigen": {"sparse_first_layers": dict(dense_layers=0),
+                         "no_skew": dict(skew=False), "per_step_dims": dict(per_step=True),
+                         "adaptive_alpha": dict(alpha=baselines.INFINIGEN_ALPHA)}}
 
 
 class Progress:
@@ -135,8 +142,15 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
                                                                        INFINIGEN_DIMS)),
                      ("rekv", baselines.rekv)):
         tasks[name] = partial(fn, trace, n_sink, knobs(name))
+    # each option of the two references switched, at the default budget (baseline_options)
+    for m, variants in OPTIONS.items():
+        fn = {"quest": partial(baselines.quest, page=QUEST_PAGE),
+              "infinigen": partial(baselines.infinigen, r_frac=INFINIGEN_DIMS)}[m]
+        for v, kw in variants.items():
+            if "dense_layers" in kw and not any(x < DENSE[m] for x in trace.layers):
+                continue                    # the trace holds none of the dense layers
+            tasks[f"{m}:{v}"] = partial(fn, trace, n_sink, [DEFAULT_KNOBS[m]], **kw)
     tasks["window"] = lambda: {f: baselines.window(trace, n_sink, f) for f in knobs("window")}
-
     def timed(name):
         t0 = time.time()
         return tasks[name](), time.time() - t0
@@ -178,6 +192,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             "exact_float": _stage_ratios(rf.masks[cfg.th_r], trace, n_sink, stage)}
     pred_keys = {m: baselines.prediction_keys(m, trace, n_sink, page=QUEST_PAGE,
                                               r_frac=INFINIGEN_DIMS,
+                                              dense_layers=DENSE.get(m, 0),
                                               candidates=runs[m].candidates if m in runs
                                               and m != "resv_noclust" else None)
                  for m in METHODS}
@@ -260,6 +275,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             pts.append(pt)
         pareto[m] = pts
     summary["pareto"] = pareto
+    summary["baseline_options"] = _options(masks, stats, stage)
     summary["matched"] = matched_ratio(pareto)
     summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
@@ -292,6 +308,24 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             plot_retrieval(summary, out_dir / "retrieval.png")
             plot_pareto(summary, out_dir / "pareto.png")
     return summary
+
+
+def _options(masks: dict, stats: dict, stage) -> dict:
+    """Each option of Quest and InfiniGen switched from the reference's setting, at the
+    default budget: per method the reference's and every variant's retrieval ratio and
+    relative L2 error per stage."""
+    out = {}
+    for m, variants in OPTIONS.items():
+        f = DEFAULT_KNOBS[m]
+        keys = {"reference": (m, f), **{v: (f"{m}:{v}", f) for v in variants}}
+        for v, key in keys.items():
+            if key not in masks:
+                continue
+            agg = aggregate(stats[key], stage)
+            out.setdefault(m, {})[v] = {
+                st: {"retrieval_ratio": agg["retrieval_ratio"][st],
+                     "output_rel_l2": agg["output_rel_l2"][st]} for st in ("frame", "text")}
+    return out
 
 
 MATCH_FIELDS = ("output_rel_l2", "output_cosine", "mass_recall", "key_share", "keys_per_row")

@@ -157,6 +157,10 @@ def golden_values(summary: dict) -> dict:
         out[stage] = {"ratio": round(m["resv"]["retrieval_ratio"], 4),
                       **{k: [round(m[k]["output_rel_l2"], 4), round(m[k]["key_share"], 4)]
                          for k in MATCHED if k in m}}
+    for m, by in summary.get("baseline_options", {}).items():  # each reference option
+        out.setdefault("options", {})[m] = {
+            v: {st: [round(r[st]["retrieval_ratio"], 4), round(r[st]["output_rel_l2"], 4)]
+                for st in ("frame", "text")} for v, r in by.items()}
     return out
 
 

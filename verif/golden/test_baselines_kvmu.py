@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -72,10 +74,56 @@ def test_infinigen_hand_case():
     tr.k[0, 0, 1] = [3.0, 0.0]            # exact score 3, on dimension 1: 0
     tr.k[0, 0, 2] = [0.0, 2.0]            # exact score 1, on dimension 1: 1
     assert baselines.infinigen_dims(tr, 1, 0, 0, 0.5).tolist() == [1]
-    m = baselines.infinigen(tr, 1, [0.01], r_frac=0.5)[0.01]
+    m = baselines.infinigen(tr, 1, [0.01], r_frac=0.5, dense_layers=0, skew=False)[0.01]
     assert m[0, s, 0, :lo].tolist() == [False, False, True] + [False] * (lo - 3)
     o = baselines.oracle_topk(tr, 1, [0.01])[0.01]
     assert o[0, s, 0, :lo].tolist() == [False, True] + [False] * (lo - 2)
+
+
+def _two_dims(prompt_q, prompt_k, q, keys):
+    """One layer, one head, two dimensions: a one-token prompt (the sink), then the past
+    ``keys`` and a step whose rows are ``q``; returns (trace, the step, its first token)."""
+    tr = synthetic_trace(seed=1, n_layers=1, n_q_heads=1, n_kv_heads=1, head_dim=2,
+                         n_frames=1, tokens_per_frame=1, prefix_tokens=2, header_tokens=0,
+                         question_tokens=1)
+    tr.q[...] = 0
+    tr.k[...] = 0
+    lo = int(tr.step_bounds()[2])
+    tr.q[0, 0, 0], tr.k[0, 0, 0] = prompt_q, prompt_k
+    tr.q[0, 0, lo:] = q
+    for i, k in enumerate(keys):
+        tr.k[0, 0, 1 + i] = k
+    return tr, 2, lo
+
+
+def test_infinigen_skew_and_per_step_hand_cases():
+    """Skewing: the prompt's query (1, 1) makes its direction the first turned dimension, so
+    one dimension scores exactly and takes the key the exact score prefers (unturned, the
+    prompt's dimension 0 wins and takes the other). Per step: the step's own rows pick
+    dimension 1 where the prompt picked 0."""
+    tr, s, lo = _two_dims([1.0, 1.0], [1.0, 0.9], [1.0, 1.0], [[2.0, 0.0], [0.5, 3.0]])
+    A = baselines.skewing(tr, 1, 0, 0)
+    assert np.allclose(A.T @ A, np.eye(2)) and np.allclose(abs(A[:, 0]), 2 ** -0.5)
+    pick = lambda **kw: baselines.infinigen(tr, 1, [0.01], r_frac=0.5, dense_layers=0,
+                                            **kw)[0.01][0, s, 0, 1:3].tolist()
+    assert pick(skew=False) == [True, False] and pick(skew=True) == [False, True]
+    assert baselines.oracle_topk(tr, 1, [0.01])[0.01][0, s, 0, 1:3].tolist() == [False, True]
+    tr, s, lo = _two_dims([1.0, 0.0], [1.0, 0.1], [0.1, 1.0], [[2.0, 0.0], [0.0, 1.0]])
+    assert pick(skew=False) == [True, False]
+    assert pick(skew=False, per_step=True) == [False, True]
+
+
+def test_infinigen_adaptive_count():
+    """The reference's count: per row the tokens whose speculative logit is within alpha of
+    the row's maximum; the budget caps it."""
+    tr, s, lo = _two_dims([1.0, 1.0], [1.0, 1.0], [1.0, 1.0],
+                          [[4.0, 4.0], [3.9, 4.0], [0.0, 0.0]])
+    n = lo - 1
+    run = lambda f, a: int(baselines.infinigen(tr, 1, [f], r_frac=1.0, dense_layers=0,
+                                               alpha=a)[f][0, s, 0, 1:lo].sum())
+    assert run(1.0, 1e-9) == 1                     # the maximum only
+    assert run(1.0, 1.0) == 2                      # the two close keys (logits 5.66, 5.59)
+    assert run(1.0, 100.0) == n and run(0.3, 100.0) == baselines.budget(0.3, n)
 
 
 def test_quest_bounds_hand_case():
@@ -91,7 +139,7 @@ def test_quest_bounds_hand_case():
 
 def test_quest_takes_whole_pages(tr):
     b = tr.step_bounds()
-    out = baselines.quest(tr, 8, [0.1, 0.5], page=4)
+    out = baselines.quest(tr, 8, [0.1, 0.5], page=4, dense_layers=0)
     for f, m in out.items():
         for s in range(1, tr.n_steps):
             n = b[s] - 8
@@ -111,8 +159,28 @@ def test_infinigen_dims_and_full_dims_equal_the_oracle(tr):
     dims = baselines.infinigen_dims(tr, 8, 0, 0, 0.25)
     assert len(dims) == tr.head_dim // 4 and (np.diff(dims) > 0).all()
     # with every dimension the speculation is the exact score: the oracle's selection
-    full_dims = baselines.infinigen(tr, 8, [0.2], r_frac=1.0)[0.2]
+    full_dims = baselines.infinigen(tr, 8, [0.2], r_frac=1.0, dense_layers=0)[0.2]
     assert (full_dims == baselines.oracle_topk(tr, 8, [0.2])[0.2]).all()
+
+
+def test_dense_first_layers_as_the_references(tr):
+    """Quest keeps the model's first two layers dense, InfiniGen its first (their reference
+    code); by the model's layer numbers (a trace holds a subset); the other layers' selection
+    unchanged; a dense layer costs nothing to predict."""
+    full = baselines.full(tr, 8)
+    assert tr.layers.tolist() == [0, 1]
+    sparse = baselines.quest(tr, 8, [0.1], page=4, dense_layers=0)[0.1]
+    assert (baselines.quest(tr, 8, [0.1], page=4)[0.1] == full).all()
+    one = baselines.quest(tr, 8, [0.1], page=4, dense_layers=1)[0.1]
+    assert (one[0] == full[0]).all() and (one[1] == sparse[1]).all()
+    assert not (sparse[0] == full[0]).all()
+    ig, ig0 = (baselines.infinigen(tr, 8, [0.1], dense_layers=n)[0.1] for n in (1, 0))
+    assert (ig[0] == full[0]).all() and (ig[1] == ig0[1]).all()
+    assert not (ig0[0] == full[0]).all()
+    later = dataclasses.replace(tr, layers=np.array([4, 16]))  # past the dense ones
+    assert (baselines.quest(later, 8, [0.1], page=4)[0.1] == sparse).all()
+    keys = baselines.prediction_keys("quest", tr, 8, page=4, dense_layers=1)
+    assert (keys[0] == 0).all() and (keys[1] > 0).any()
 
 
 def test_rekv_takes_whole_steps(tr):

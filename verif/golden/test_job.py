@@ -79,13 +79,21 @@ def _check_summary(sm, n_layers, n_kv):
 
 
 def test_job_on_synthetic(tmp_path):
-    tr = synthetic_trace(seed=31, n_frames=6)
+    tr = synthetic_trace(seed=31, n_frames=6, n_layers=3)
     sm = run_job(tr, tmp_path, progress=False, sweeps=SMALL_SWEEPS)
     _check_summary(sm, tr.n_layers, tr.n_kv_heads)
     assert json.loads((tmp_path / "summary.json").read_text())["trace"] == tr.name
     for fig in ("retrieval.png", "pareto.png"):
         assert (tmp_path / fig).read_bytes()[:4] == b"\x89PNG"
     assert "resv_tuned" in format_table(sm)
+    # every reference option switched beside the reference (the trace holds layers 0 to 2)
+    opts = sm["baseline_options"]
+    assert set(opts["quest"]) == {"reference", "sparse_first_layers"}
+    assert set(opts["infinigen"]) == {"reference", "sparse_first_layers", "no_skew",
+                                      "per_step_dims", "adaptive_alpha"}
+    q = opts["quest"]      # the first two of three layers dense: more attended
+    assert (q["reference"]["frame"]["retrieval_ratio"] >
+            q["sparse_first_layers"]["frame"]["retrieval_ratio"])
 
 
 def test_job_on_bundled_trace(bundled, tmp_path):
@@ -99,6 +107,9 @@ def test_job_on_bundled_trace(bundled, tmp_path):
         assert sm[m]["mass_recall"]["frame"] > 0.9
     # the near tier holds half of the stream: fetching everything must reach the far tier
     assert sm["near_blocks"] > 0 and sm["full"]["fetch"]["bytes_far"] > 0
+    # layers 4, 16, 29: no dense layer, the other options switched
+    assert "sparse_first_layers" not in sm["baseline_options"]["infinigen"]
+    assert set(sm["baseline_options"]["quest"]) == {"reference"}
     # without layer 0 (these short sweeps): ReSV without clusters reaches ReSV's ratio in the
     # frame stage, the oracle in the text stage, and both lose less than ReSV there
     for st, ref in (("frame", "resv_noclust"), ("text", "oracle_topk")):
