@@ -12,6 +12,7 @@ import numpy as np
 
 from . import baselines
 from vrex.config import Config
+from .factorial import POLICIES, PREDICTORS, factorial_masks
 from .kvmu import fetch_cost, simulate_layout
 from .metrics import aggregate, evaluate
 from .pool import map_forked
@@ -199,6 +200,17 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     for name in ("resv", "resv_tuned"):
         pred_keys[name + "_float"] = runs[name + "_float"].candidates.astype(float)
 
+    # the factorial comparison: every predictor under every budget policy (golden.factorial)
+    t0 = time.time()
+    base = runs["resv"]
+    hpg = trace.n_kv_heads // base.cfg.hash_groups
+    for part in map_forked(lambda p: factorial_masks(trace, n_sink, base.masks[base.cfg.th_r],
+                                                     base.cluster_of, hpg, predictors=[p]),
+                           PREDICTORS, jobs):
+        for (p, q), m in part.items():
+            masks[(f"fx:{p}:{q}", None)] = m
+    timing["factorial"] = time.time() - t0
+
     main = {m: (m, DEFAULT_KNOBS.get(m)) for m in METHODS}
     t0 = time.time()
     stats = evaluate(trace, masks, n_sink, qt=qt, int_methods=(main["resv"], main["resv_tuned"]),
@@ -276,6 +288,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         pareto[m] = pts
     summary["pareto"] = pareto
     summary["baseline_options"] = _options(masks, stats, stage)
+    summary["factorial"] = _factorial(trace, n_sink, stats, stage, base)
     summary["matched"] = matched_ratio(pareto)
     summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
@@ -308,6 +321,29 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             plot_retrieval(summary, out_dir / "retrieval.png")
             plot_pareto(summary, out_dir / "pareto.png")
     return summary
+
+
+def _factorial(trace, n_sink: int, stats: dict, stage, base) -> dict:
+    """Per predictor and policy, per stage: retrieval ratio, relative L2 error, mass recall,
+    output cosine and the prediction cost (key share)."""
+    cost = {"resv": dict(candidates=base.candidates), "tokens": {"method": "oracle_topk"},
+            "quest": {}, "infinigen": {}, "rekv": {}}
+    out = {}
+    for p in PREDICTORS:
+        kw = dict(cost[p])
+        keys = baselines.prediction_keys(kw.pop("method", p), trace, n_sink, page=QUEST_PAGE,
+                                         r_frac=INFINIGEN_DIMS, **kw)
+        for q in POLICIES:
+            agg = aggregate(stats[(f"fx:{p}:{q}", None)], stage, keys=keys,
+                            head_dim=trace.head_dim)
+            out.setdefault(p, {})[q] = {
+                st: {"retrieval_ratio": agg["retrieval_ratio"][st],
+                     "output_rel_l2": agg["output_rel_l2"][st],
+                     "mass_recall": agg["mass_recall"][st],
+                     "output_cosine": agg["output_cosine"][st],
+                     "key_share": agg["prediction"]["key_share"][st]}
+                for st in ("frame", "text")}
+    return out
 
 
 def _options(masks: dict, stats: dict, stage) -> dict:

@@ -189,6 +189,26 @@ def methods_matched(snap: dict) -> list[str]:
     return out
 
 
+def methods_factorial(snap: dict) -> list[str]:
+    """Every predictor under every budget policy, per traced golden job: relative L2 error
+    (retrieval ratio) per stage; the prediction cost (share of the past keys scored)."""
+    pol = ("fraction", "count", "wicsum")
+    out = ["| trace | predictor (keys scored) | " + " | ".join(
+        f"{st}: {p}" for st in ("frame", "text") for p in pol) + " |",
+        "|---|---|" + "---|" * 6]
+    keys = sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
+                  key=lambda k: (k != "golden/carphone_cut", k))
+    for k in keys:
+        fx = snap["entries"][k]["values"].get("factorial", {})
+        for i, (p, by) in enumerate(fx.items()):
+            name = f"`{k.split('/', 1)[1]}`" if i == 0 else ""
+            cells = [f"{by[q][st][0]:.3f} ({100 * by[q][st][1]:.0f}%)"
+                     for st in ("frame", "text") for q in pol]
+            out.append(f"| {name} | {p} ({100 * by['count']['frame'][2]:.1f}%) | "
+                       + " | ".join(cells) + " |")
+    return out if len(out) > 2 else ["(no golden job with the factorial in the snapshot)"]
+
+
 OPTION_NAMES = {"reference": "as the reference", "sparse_first_layers": "first layers sparse",
                 "no_skew": "no skewing", "per_step_dims": "dimensions chosen every step",
                 "adaptive_alpha": "adaptive count (alpha 5, the budget its cap)"}
@@ -357,6 +377,7 @@ def regions(snap: dict) -> dict:
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
          "methods-matched": methods_matched(snap), "methods-options": methods_options(snap),
+         "methods-factorial": methods_factorial(snap),
          "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),
          "formal-results": formal_results(snap), "coverage-results": coverage_results(snap)}

@@ -157,6 +157,11 @@ def golden_values(summary: dict) -> dict:
         out[stage] = {"ratio": round(m["resv"]["retrieval_ratio"], 4),
                       **{k: [round(m[k]["output_rel_l2"], 4), round(m[k]["key_share"], 4)]
                          for k in MATCHED if k in m}}
+    for p, by in summary.get("factorial", {}).items():     # predictor x budget policy
+        out.setdefault("factorial", {})[p] = {
+            q: {st: [round(c[st][f], 4) for f in ("output_rel_l2", "retrieval_ratio",
+                                                  "key_share")] for st in ("frame", "text")}
+            for q, c in by.items()}
     for m, by in summary.get("baseline_options", {}).items():  # each reference option
         out.setdefault("options", {})[m] = {
             v: {st: [round(r[st]["retrieval_ratio"], 4), round(r[st]["output_rel_l2"], 4)]

@@ -91,6 +91,12 @@ def test_job_on_synthetic(tmp_path):
     assert set(opts["quest"]) == {"reference", "sparse_first_layers"}
     assert set(opts["infinigen"]) == {"reference", "sparse_first_layers", "no_skew",
                                       "per_step_dims", "adaptive_alpha"}
+    fx = sm["factorial"]   # every predictor under every policy, every figure per stage
+    assert set(fx) == {"resv", "tokens", "quest", "infinigen", "rekv"}
+    for p, by in fx.items():
+        assert set(by) == {"fraction", "count", "wicsum"}
+        assert set(by["count"]["frame"]) == {"retrieval_ratio", "output_rel_l2", "mass_recall",
+                                             "output_cosine", "key_share"}
     q = opts["quest"]      # the first two of three layers dense: more attended
     assert (q["reference"]["frame"]["retrieval_ratio"] >
             q["sparse_first_layers"]["frame"]["retrieval_ratio"])

@@ -1,0 +1,168 @@
+"""The factorial comparison: which part of ReSV's result is its predictor and which its budget.
+
+A predictor scores units of the past (non-sink) tokens for each query row of a step; a policy
+turns the scores into a selection, per (layer, step, KV head). Every predictor meets every
+policy, all in float (the integer numerics are the golden job's own runs).
+
+Predictors (``unit_scores``):
+
+- ``resv``: ReSV's clusters as the golden job's integer run formed them (select-first order:
+  the clusters of the tokens before the step), scored by their mean post-RoPE key.
+- ``tokens``: every past token by its exact score: the oracle's predictor, and ReSV's without
+  clusters.
+- ``quest``: 16-token pages in arrival order by Quest's upper bound (min and max key a page).
+- ``infinigen``: every past token by InfiniGen-style speculative scores (a quarter of the
+  dimensions of Q and K turned by the skewing matrix, chosen once on the prompt).
+- ``rekv``: whole past steps by the step's mean query against each past step's mean key.
+
+Policies (``select``), each a number of tokens or a rule, the units ranked by their softmax
+probability averaged over the rows (whole units taken until the budget is met):
+
+- ``fraction``: the same fraction of the past at every (layer, step, KV head): ReSV's own
+  retrieval ratio of the step's stage (frame or text), so that the same number of tokens is
+  spread evenly where ReSV spreads it by its threshold;
+- ``count``: ReSV's own token count at that (layer, step, KV head) (its run at Th_r 0.3);
+- ``wicsum``: ReSV's threshold on the predictor's own scores, per row the units whose
+  weighted cumulative sum reaches Th_r (0.3) of the row's total, the rows' union: an
+  adaptive budget for every predictor.
+
+Every predictor's dense first layers, every option of the references: ``golden.baselines``;
+here the first layers are sparse for all, so that the predictors alone differ.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import baselines
+from .numerics import wicsum_exact_sweep
+from .trace import Trace
+
+__all__ = ["PREDICTORS", "POLICIES", "factorial_masks", "unit_scores", "select",
+           "stage_ratios"]
+
+PREDICTORS = ("resv", "tokens", "quest", "infinigen", "rekv")
+POLICIES = ("fraction", "count", "wicsum")
+TH_R = 0.3
+PAGE = 16
+
+
+class _Context:
+    """What the predictors share over a trace: its rows, keys and the per-head setup."""
+
+    def __init__(self, trace: Trace, n_sink: int, cluster_of: np.ndarray, hpg: int,
+                 r_frac: float = 0.25):
+        self.trace, self.n_sink, self.cluster_of, self.hpg = trace, n_sink, cluster_of, hpg
+        self.G = trace.n_q_heads // trace.n_kv_heads
+        self.scale = 1.0 / math.sqrt(trace.head_dim)
+        self.b = trace.step_bounds()
+        self.turn, self.dims = {}, {}
+        for l in range(trace.n_layers):
+            for h in range(trace.n_kv_heads):
+                A = baselines.skewing(trace, n_sink, l, h)
+                self.turn[(l, h)] = A
+                self.dims[(l, h)] = baselines.infinigen_dims(trace, n_sink, l, h, r_frac, A)
+
+    def rows(self, l, h, lo, hi):
+        G = self.G
+        q = self.trace.q[l, h * G:(h + 1) * G, lo:hi].astype(np.float64)
+        return q.reshape(-1, self.trace.head_dim)
+
+
+def unit_scores(pred: str, ctx: _Context, l: int, s: int, h: int):
+    """``(units, scores)`` of predictor ``pred`` at (layer, step, KV head): ``units`` a list
+    of arrays of past token indices, ``scores`` the rows' logits ``[rows, units]``."""
+    tr, ns = ctx.trace, ctx.n_sink
+    lo, hi = int(ctx.b[s]), int(ctx.b[s + 1])
+    rows = ctx.rows(l, h, lo, hi)
+    K = tr.k[l, h].astype(np.float64)
+    past = np.arange(ns, lo)
+    if pred in ("tokens", "infinigen"):
+        units = [np.array([t]) for t in past]
+        if pred == "tokens":
+            return units, rows @ K[past].T * ctx.scale
+        A, dm = ctx.turn[(l, h)], ctx.dims[(l, h)]
+        return units, (rows @ A)[:, dm] @ (K[past] @ A)[:, dm].T * ctx.scale
+    if pred == "quest":
+        units = [past[i:i + PAGE] for i in range(0, len(past), PAGE)]
+        return units, baselines.quest_bounds(rows, K[past], PAGE) * ctx.scale
+    if pred == "rekv":
+        steps = [u for u in range(s) if ctx.b[u + 1] > ns]
+        units = [np.arange(max(int(ctx.b[u]), ns), int(ctx.b[u + 1])) for u in steps]
+        keys = np.array([K[u].mean(axis=0) for u in units])
+        return units, rows.mean(axis=0, keepdims=True) @ keys.T
+    if pred == "resv":
+        own = ctx.cluster_of[l, h // ctx.hpg, ns:lo]
+        ids = np.unique(own[own >= 0])
+        units = [past[own == c] for c in ids]
+        reps = np.array([K[u].mean(axis=0) for u in units]).reshape(len(units), -1)
+        return units, rows @ reps.T * ctx.scale
+    raise ValueError(f"unknown predictor {pred!r}")
+
+
+def _ranked(scores: np.ndarray) -> np.ndarray:
+    """Units by their softmax probability averaged over the rows, highest first (ties: the
+    lower unit)."""
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return np.argsort(-p.mean(axis=0), kind="stable")
+
+
+def select(policy: str, units, scores, *, available: int, count: int,
+           fraction: float = 0.3) -> np.ndarray:
+    """The past tokens ``policy`` takes from the scored ``units`` (``available`` past tokens;
+    ``count``: ReSV's count here; ``fraction``: the fixed fraction)."""
+    if not units:
+        return np.zeros(0, np.int64)
+    sizes = np.array([len(u) for u in units])
+    if policy == "wicsum":
+        w = np.exp(scores - scores.max(axis=1, keepdims=True))
+        n = np.broadcast_to(sizes, w.shape)
+        sel = wicsum_exact_sweep(w, n, np.ones(w.shape, bool), [TH_R])[0].any(axis=0)
+        return np.concatenate([u for u, k in zip(units, sel) if k] or [np.zeros(0, np.int64)])
+    want = baselines.budget(fraction, available) if policy == "fraction" else count
+    taken, got = [], 0
+    for i in _ranked(scores):
+        if got >= want:
+            break
+        taken.append(units[i])
+        got += sizes[i]
+    return np.concatenate(taken) if taken else np.zeros(0, np.int64)
+
+
+def stage_ratios(trace: Trace, n_sink: int, mask: np.ndarray) -> dict:
+    """A selection's pooled retrieval ratio per stage (frame, text)."""
+    b, stage = trace.step_bounds(), trace.step_stage()
+    sel, avail = {"frame": 0, "text": 0}, {"frame": 0, "text": 0}
+    for s in range(1, trace.n_steps):
+        lo = int(b[s])
+        if lo > n_sink:
+            sel[stage[s]] += int(mask[:, s, :, n_sink:lo].sum())
+            avail[stage[s]] += (lo - n_sink) * trace.n_layers * trace.n_kv_heads
+    return {st: sel[st] / avail[st] if avail[st] else 0.0 for st in sel}
+
+
+def factorial_masks(trace: Trace, n_sink: int, resv_mask: np.ndarray, cluster_of: np.ndarray,
+                    hpg: int, predictors=PREDICTORS, policies=POLICIES) -> dict:
+    """``{(predictor, policy): bool [L, S, Hkv, T]}``; ``resv_mask`` ReSV's selection (its
+    counts), ``cluster_of [L, groups, T]`` its clusters, ``hpg`` KV heads a hash group."""
+    ctx = _Context(trace, n_sink, cluster_of, hpg)
+    ratio = stage_ratios(trace, n_sink, resv_mask)
+    stage = trace.step_stage()
+    shape = (trace.n_layers, trace.n_steps, trace.n_kv_heads, trace.n_tokens)
+    out = {(p, q): np.zeros(shape, bool) for p in predictors for q in policies}
+    for l in range(trace.n_layers):
+        for s in range(1, trace.n_steps):
+            lo = int(ctx.b[s])
+            if lo <= n_sink:
+                continue
+            for h in range(trace.n_kv_heads):
+                count = int(resv_mask[l, s, h, n_sink:lo].sum())
+                for p in predictors:
+                    units, sc = unit_scores(p, ctx, l, s, h)
+                    for q in policies:
+                        tok = select(q, units, sc, available=lo - n_sink, count=count,
+                                     fraction=ratio[stage[s]])
+                        out[(p, q)][l, s, h, tok] = True
+    return out
