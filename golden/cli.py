@@ -24,7 +24,12 @@ def main(argv=None) -> int:
                          "the usable cores); the results do not depend on it")
     ap.add_argument("--near-share", type=float, default=0.5,
                     help="near-tier capacity as a share of the blocks the stream needs (0.5)")
+    ap.add_argument("--seeds", type=int, default=3,
+                    help="hyperplane seeds every matched and count-matched comparison is made "
+                         "over (3): mean, spread and a win only where the spreads part")
     args = ap.parse_args(argv)
+    if args.seeds < 1:
+        ap.error(f"--seeds must be at least 1, not {args.seeds}")
     if not 0.0 < args.near_share <= 1.0:
         ap.error(f"--near-share must be in (0, 1], not {args.near_share}")
     try:
@@ -34,7 +39,7 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out) / trace.name
     summary = run_job(trace, out, progress=not args.quiet, figures=not args.no_figures,
-                      near_share=args.near_share, jobs=args.jobs)
+                      near_share=args.near_share, jobs=args.jobs, seeds=args.seeds)
     print(format_table(summary))
     print(f"wrote {out / 'summary.json'}" + ("" if args.no_figures else
           f", {out / 'retrieval.png'}, {out / 'pareto.png'}"))

@@ -13,6 +13,7 @@ import numpy as np
 from . import baselines
 from vrex.config import Config
 from .factorial import POLICIES, PREDICTORS, factorial_masks
+from .seeds import over_seeds
 from .kvmu import fetch_cost, simulate_layout
 from .metrics import aggregate, evaluate
 from .pool import map_forked
@@ -95,11 +96,16 @@ def _stage_ratios(mask: np.ndarray, trace: Trace, n_sink: int, stage: np.ndarray
 
 
 def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool = True,
-            sweeps: dict | None = None, near_share: float = 0.5, jobs: int = 1) -> dict:
+            sweeps: dict | None = None, near_share: float = 0.5, jobs: int = 1,
+            seeds: int = SEEDS) -> dict:
     """Run every method; ``near_share``: the near tier holds that share of the blocks a
     sequential layout of the whole trace needs (the rest of the stream goes far). ``jobs``:
     processes for the independent runs and the evaluation (:mod:`golden.pool`); the
-    results do not depend on it. ``timing_s`` holds each run's own time."""
+    results do not depend on it. ``timing_s`` holds each run's own time. ``seeds``: the
+    hyperplane seeds every matched and count-matched comparison is made over (the first is
+    the preset's ``hp_seed``; ``seed_spread``)."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, not {seeds}")
     sweeps = SWEEPS if sweeps is None else sweeps
     prog = Progress(progress)
     t_start = time.time()
@@ -131,7 +137,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         tasks[name + "_float"] = partial(run_resv, trace, None, cfg.replace(
             numerics="float", wicsum="exact"), knobs(name), progress=prog(name + " (float)"))
         # other hyperplane seeds at the default Th_r: the spread of the headline figures
-        for k in range(1, SEEDS):
+        for k in range(1, seeds):
             tasks[f"{name}_seed{k}"] = partial(run_resv, trace, qt,
                                                cfg.replace(hp_seed=cfg.hp_seed + k), [cfg.th_r])
         # the same Th_r with exact WiCSum (integer and float), beside the bucketed walk's
@@ -182,7 +188,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         rf = runs[name + "_float"]
         float_agree[name] = _jaccard(runs[name].masks[cfg.th_r], rf.masks[cfg.th_r])
         same_partition[name] = _jaccard(runs[name].masks[cfg.th_r], same[name][cfg.th_r])
-        for k in range(1, SEEDS):
+        for k in range(1, seeds):
             m = runs[f"{name}_seed{k}"].masks[cfg.th_r]
             masks[(f"{name}_seed{k}", cfg.th_r)] = m
             seed_masks.setdefault(name, []).append(m)
@@ -209,6 +215,13 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
                            PREDICTORS, jobs):
         for (p, q), m in part.items():
             masks[(f"fx:{p}:{q}", None)] = m
+    for k in range(1, seeds):       # each seed's ReSV counts and clusters: the count policy
+        run = runs[f"resv_seed{k}"]
+        for part in map_forked(lambda p: factorial_masks(
+                trace, n_sink, run.masks[run.cfg.th_r], run.cluster_of, hpg, predictors=[p],
+                policies=("count",)), PREDICTORS, jobs):
+            for (p, q), m in part.items():
+                masks[(f"fx{k}:{p}:{q}", None)] = m
     timing["factorial"] = time.time() - t0
 
     main = {m: (m, DEFAULT_KNOBS.get(m)) for m in METHODS}
@@ -293,20 +306,21 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
     # selections: the scale against which int/float agreement is read
-    seeds = {}
+    by_seed = {}
     for name in ("resv", "resv_tuned"):
         th = cfgs[name].th_r
         aggs = [aggregate(stats[(name, th)], stage)] + [
-            aggregate(stats[(f"{name}_seed{k}", th)], stage) for k in range(1, SEEDS)]
-        seeds[name] = {
-            "hp_seeds": [cfgs[name].hp_seed + k for k in range(SEEDS)],
+            aggregate(stats[(f"{name}_seed{k}", th)], stage) for k in range(1, seeds)]
+        by_seed[name] = {
+            "hp_seeds": [cfgs[name].hp_seed + k for k in range(seeds)],
             **{key: {st: [a[key][st] for a in aggs] for st in ("frame", "text")}
                for key in ("retrieval_ratio", "output_rel_l2", "mass_recall",
                            "output_cosine")},
             "seed_jaccard": float(np.mean([_jaccard(runs[name].masks[th], m)
                                            for m in seed_masks.get(name, [])]))
             if seed_masks.get(name) else None}
-    summary["seeds"] = seeds
+    summary["seeds"] = by_seed
+    summary["seed_spread"] = _seed_spread(pareto, stats, stage, cfgs, seeds)
     timing["total"] = time.time() - t_start
     summary["timing_s"] = {k: round(v, 3) for k, v in timing.items()}
     summary["tokens_per_s"] = {m: trace.n_tokens * trace.n_layers / max(timing[m], 1e-9)
@@ -343,6 +357,36 @@ def _factorial(trace, n_sink: int, stats: dict, stage, base) -> dict:
                      "output_cosine": agg["output_cosine"][st],
                      "key_share": agg["prediction"]["key_share"][st]}
                 for st in ("frame", "text")}
+    return out
+
+
+def _seed_spread(pareto: dict, stats: dict, stage, cfgs: dict, seeds: int) -> dict:
+    """Every matched comparison (each preset against every baseline at its ratio) and every
+    count-matched one (the factorial's predictors under ReSV's counts) per hyperplane seed,
+    as mean, spread and verdict (:mod:`golden.seeds`)."""
+    out = {"seeds": seeds, "matched": {}, "count": {}}
+    for st in ("frame", "text"):
+        out["matched"][st] = {}
+        for name in ("resv", "resv_tuned"):
+            th = cfgs[name].th_r
+            per = []
+            for k in range(seeds):
+                key = (name, th) if k == 0 else (f"{name}_seed{k}", th)
+                agg = aggregate(stats[key], stage)
+                r0, row = agg["retrieval_ratio"][st], {"resv": agg["output_rel_l2"][st]}
+                for b in BASELINES:
+                    pt = matched_points([p[st] for p in pareto[b]], r0, ("output_rel_l2",)) \
+                        if r0 is not None else None
+                    row[b] = pt["output_rel_l2"] if pt else None
+                per.append(row)
+            out["matched"][st][name] = over_seeds(per)
+        per = []
+        for k in range(seeds):
+            tag = "fx" if k == 0 else f"fx{k}"
+            per.append({("resv" if p == "resv" else p): aggregate(
+                stats[(f"{tag}:{p}:count", None)], stage)["output_rel_l2"][st]
+                for p in PREDICTORS})
+        out["count"][st] = over_seeds(per)
     return out
 
 

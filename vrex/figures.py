@@ -30,8 +30,8 @@ from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # 
 
 SNAPSHOT = ROOT / "docs" / "figures.json"
 DOCS = ("README.md", "docs/hcu.md", "docs/wtu.md", "docs/attn.md", "docs/kvmu.md",
-        "docs/core.md", "docs/cycles.md", "docs/methods.md", "docs/formal.md",
-        "docs/coverage.md")
+        "docs/core.md", "docs/cycles.md", "docs/methods.md", "docs/seeds.md",
+        "docs/formal.md", "docs/coverage.md")
 
 # each bench entry's headline: (value key, format, the unit per µs at Fmax); its utilisation
 HEADLINE = {
@@ -209,6 +209,33 @@ def methods_factorial(snap: dict) -> list[str]:
     return out if len(out) > 2 else ["(no golden job with the factorial in the snapshot)"]
 
 
+def methods_seeds(snap: dict) -> list[str]:
+    """The matched (``resv`` at Th_r 0.3 against each baseline at its ratio) and count-matched
+    (each predictor under ReSV's counts) comparisons over hyperplane seeds: mean error, its
+    range, and ReSV's verdict where the ranges part."""
+    out = []
+    keys = sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
+                  key=lambda k: (k != "golden/carphone_cut", k))
+    mark = {"win": " **W**", "loss": " **L**", "overlap": "", None: ""}
+    for kind, title in (("matched", "matched ratio"), ("count", "ReSV's counts")):
+        rows = []
+        for k in keys:
+            sd = snap["entries"][k]["values"].get("seeds")
+            if not sd:
+                continue
+            for st in ("frame", "text"):
+                by = {m: sd[kind][st][m] for m in sorted(sd[kind][st], key=lambda m: m != "resv")}
+                if not rows:
+                    rows += [f"| {title}: trace | stage | " + " | ".join(by) + " |",
+                             "|---|---|" + "---|" * len(by)]
+                cells = [("–" if v[0] is None else
+                          f"{v[0]:.3f} ({v[1]:.3f}-{v[2]:.3f}){mark[v[3]]}") for v in by.values()]
+                rows.append(f"| `{k.split('/', 1)[1]}` ({sd['n']} seeds) | {st} | "
+                            + " | ".join(cells) + " |")
+        out += rows + ([""] if rows else [])
+    return out[:-1] if out else ["(no golden job with seeds in the snapshot)"]
+
+
 OPTION_NAMES = {"reference": "as the reference", "sparse_first_layers": "first layers sparse",
                 "no_skew": "no skewing", "per_step_dims": "dimensions chosen every step",
                 "adaptive_alpha": "adaptive count (alpha 5, the budget its cap)"}
@@ -377,7 +404,7 @@ def regions(snap: dict) -> dict:
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
          "methods-matched": methods_matched(snap), "methods-options": methods_options(snap),
-         "methods-factorial": methods_factorial(snap),
+         "methods-factorial": methods_factorial(snap), "methods-seeds": methods_seeds(snap),
          "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),
          "formal-results": formal_results(snap), "coverage-results": coverage_results(snap)}

@@ -157,6 +157,15 @@ def golden_values(summary: dict) -> dict:
         out[stage] = {"ratio": round(m["resv"]["retrieval_ratio"], 4),
                       **{k: [round(m[k]["output_rel_l2"], 4), round(m[k]["key_share"], 4)]
                          for k in MATCHED if k in m}}
+    sp = summary.get("seed_spread")
+    if sp:                                  # over the hyperplane seeds: mean, min, max, verdict
+        cell = lambda v: [None if v["mean"] is None else round(v[k], 4)
+                          for k in ("mean", "min", "max")] + [v.get("verdict")]
+        out["seeds"] = {"n": sp["seeds"], **{
+            kind: {st: {m: cell(v) for m, v in (by[st]["resv"] if kind == "matched"
+                                                 else by[st]).items()}
+                   for st in ("frame", "text")}
+            for kind, by in (("matched", sp["matched"]), ("count", sp["count"]))}}
     for p, by in summary.get("factorial", {}).items():     # predictor x budget policy
         out.setdefault("factorial", {})[p] = {
             q: {st: [round(c[st][f], 4) for f in ("output_rel_l2", "retrieval_ratio",
