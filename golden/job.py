@@ -215,11 +215,11 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
                            PREDICTORS, jobs):
         for (p, q), m in part.items():
             masks[(f"fx:{p}:{q}", None)] = m
-    for k in range(1, seeds):       # each seed's ReSV counts and clusters: the count policy
+    for k in range(1, seeds):       # each seed's ReSV counts and clusters
         run = runs[f"resv_seed{k}"]
         for part in map_forked(lambda p: factorial_masks(
-                trace, n_sink, run.masks[run.cfg.th_r], run.cluster_of, hpg, predictors=[p],
-                policies=("count",)), PREDICTORS, jobs):
+                trace, n_sink, run.masks[run.cfg.th_r], run.cluster_of, hpg, predictors=[p]),
+                PREDICTORS, jobs):
             for (p, q), m in part.items():
                 masks[(f"fx{k}:{p}:{q}", None)] = m
     timing["factorial"] = time.time() - t0
@@ -301,7 +301,8 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         pareto[m] = pts
     summary["pareto"] = pareto
     summary["baseline_options"] = _options(masks, stats, stage)
-    summary["factorial"] = _factorial(trace, n_sink, stats, stage, base)
+    summary["factorial"] = _factorial(trace, n_sink, stats, stage,
+                                      [base] + [runs[f"resv_seed{k}"] for k in range(1, seeds)])
     summary["matched"] = matched_ratio(pareto)
     summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
@@ -337,26 +338,34 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     return summary
 
 
-def _factorial(trace, n_sink: int, stats: dict, stage, base) -> dict:
-    """Per predictor and policy, per stage: retrieval ratio, relative L2 error, mass recall,
-    output cosine and the prediction cost (key share)."""
-    cost = {"resv": dict(candidates=base.candidates), "tokens": {"method": "oracle_topk"},
-            "quest": {}, "infinigen": {}, "rekv": {}}
+def _factorial(trace, n_sink: int, stats: dict, stage, seed_runs: list) -> dict:
+    """Per predictor and policy, per stage, the mean over the hyperplane seeds (``seed_runs``:
+    ReSV's run of each, its counts and clusters) of the retrieval ratio, relative L2 error,
+    mass recall, output cosine and prediction cost (key share), and the error's range."""
+    figs = ("retrieval_ratio", "output_rel_l2", "mass_recall", "output_cosine", "key_share")
     out = {}
     for p in PREDICTORS:
-        kw = dict(cost[p])
-        keys = baselines.prediction_keys(kw.pop("method", p), trace, n_sink, page=QUEST_PAGE,
-                                         r_frac=INFINIGEN_DIMS, **kw)
         for q in POLICIES:
-            agg = aggregate(stats[(f"fx:{p}:{q}", None)], stage, keys=keys,
-                            head_dim=trace.head_dim)
-            out.setdefault(p, {})[q] = {
-                st: {"retrieval_ratio": agg["retrieval_ratio"][st],
-                     "output_rel_l2": agg["output_rel_l2"][st],
-                     "mass_recall": agg["mass_recall"][st],
-                     "output_cosine": agg["output_cosine"][st],
-                     "key_share": agg["prediction"]["key_share"][st]}
-                for st in ("frame", "text")}
+            per = []
+            for k, run in enumerate(seed_runs):
+                kw = ({"candidates": run.candidates} if p == "resv" else {})
+                keys = baselines.prediction_keys("oracle_topk" if p == "tokens" else p, trace,
+                                                 n_sink, page=QUEST_PAGE,
+                                                 r_frac=INFINIGEN_DIMS, **kw)
+                tag = "fx" if k == 0 else f"fx{k}"
+                agg = aggregate(stats[(f"{tag}:{p}:{q}", None)], stage, keys=keys,
+                                head_dim=trace.head_dim)
+                agg["key_share"] = agg["prediction"]["key_share"]
+                per.append(agg)
+            cell = {}
+            for st in ("frame", "text"):
+                vals = {f: [a[f][st] for a in per] for f in figs}
+                cell[st] = {f: (float(np.mean(v)) if None not in v else None)
+                            for f, v in vals.items()}
+                err = vals["output_rel_l2"]
+                cell[st]["output_rel_l2_range"] = ([min(err), max(err)] if None not in err
+                                                   else None)
+            out.setdefault(p, {})[q] = cell
     return out
 
 

@@ -191,7 +191,8 @@ def methods_matched(snap: dict) -> list[str]:
 
 def methods_factorial(snap: dict) -> list[str]:
     """Every predictor under every budget policy, per traced golden job: relative L2 error
-    (retrieval ratio) per stage; the prediction cost (share of the past keys scored)."""
+    (retrieval ratio) per stage, means over the job's hyperplane seeds; the prediction cost
+    (share of the past keys scored)."""
     pol = ("fraction", "count", "wicsum")
     out = ["| trace | predictor (keys scored) | " + " | ".join(
         f"{st}: {p}" for st in ("frame", "text") for p in pol) + " |",

@@ -96,7 +96,10 @@ def test_job_on_synthetic(tmp_path):
     for p, by in fx.items():
         assert set(by) == {"fraction", "count", "wicsum"}
         assert set(by["count"]["frame"]) == {"retrieval_ratio", "output_rel_l2", "mass_recall",
-                                             "output_cosine", "key_share"}
+                                             "output_cosine", "key_share",
+                                             "output_rel_l2_range"}
+        lo, hi = by["count"]["frame"]["output_rel_l2_range"]     # over the seeds
+        assert lo <= by["count"]["frame"]["output_rel_l2"] <= hi
     q = opts["quest"]      # the first two of three layers dense: more attended
     assert (q["reference"]["frame"]["retrieval_ratio"] >
             q["sparse_first_layers"]["frame"]["retrieval_ratio"])
