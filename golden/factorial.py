@@ -143,26 +143,34 @@ def stage_ratios(trace: Trace, n_sink: int, mask: np.ndarray) -> dict:
     return {st: sel[st] / avail[st] if avail[st] else 0.0 for st in sel}
 
 
-def factorial_masks(trace: Trace, n_sink: int, resv_mask: np.ndarray, cluster_of: np.ndarray,
-                    hpg: int, predictors=PREDICTORS, policies=POLICIES) -> dict:
-    """``{(predictor, policy): bool [L, S, Hkv, T]}``; ``resv_mask`` ReSV's selection (its
-    counts), ``cluster_of [L, groups, T]`` its clusters, ``hpg`` KV heads a hash group."""
-    ctx = _Context(trace, n_sink, cluster_of, hpg)
-    ratio = stage_ratios(trace, n_sink, resv_mask)
+def factorial_masks(trace: Trace, n_sink: int, runs: list, hpg: int,
+                    predictors=PREDICTORS, policies=POLICIES) -> dict:
+    """``{(seed, predictor, policy): bool [L, S, Hkv, T]}`` for each of ``runs``:
+    ``(resv_mask, cluster_of)`` of ReSV's run at a hyperplane seed (its selection, whose
+    counts and ratios the policies take, and its clusters ``[L, groups, T]``); ``hpg`` KV
+    heads a hash group. A predictor other than ``resv`` does not depend on the seed: it
+    scores once for every seed's policies."""
+    ctx = _Context(trace, n_sink, runs[0][1], hpg)
+    ratios = [stage_ratios(trace, n_sink, m) for m, _ in runs]
     stage = trace.step_stage()
     shape = (trace.n_layers, trace.n_steps, trace.n_kv_heads, trace.n_tokens)
-    out = {(p, q): np.zeros(shape, bool) for p in predictors for q in policies}
+    out = {(k, p, q): np.zeros(shape, bool)
+           for k in range(len(runs)) for p in predictors for q in policies}
     for l in range(trace.n_layers):
         for s in range(1, trace.n_steps):
             lo = int(ctx.b[s])
             if lo <= n_sink:
                 continue
             for h in range(trace.n_kv_heads):
-                count = int(resv_mask[l, s, h, n_sink:lo].sum())
+                counts = [int(m[l, s, h, n_sink:lo].sum()) for m, _ in runs]
                 for p in predictors:
-                    units, sc = unit_scores(p, ctx, l, s, h)
-                    for q in policies:
-                        tok = select(q, units, sc, available=lo - n_sink, count=count,
-                                     fraction=ratio[stage[s]])
-                        out[(p, q)][l, s, h, tok] = True
+                    scored = None
+                    for k, (_, clusters) in enumerate(runs):
+                        if scored is None or p == "resv":
+                            ctx.cluster_of = clusters
+                            scored = unit_scores(p, ctx, l, s, h)
+                        for q in policies:
+                            tok = select(q, *scored, available=lo - n_sink, count=counts[k],
+                                         fraction=ratios[k][stage[s]])
+                            out[(k, p, q)][l, s, h, tok] = True
     return out

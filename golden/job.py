@@ -206,22 +206,17 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     for name in ("resv", "resv_tuned"):
         pred_keys[name + "_float"] = runs[name + "_float"].candidates.astype(float)
 
-    # the factorial comparison: every predictor under every budget policy (golden.factorial)
+    # the factorial comparison: every predictor under every budget policy (golden.factorial),
+    # at every seed's ReSV counts and clusters
     t0 = time.time()
     base = runs["resv"]
     hpg = trace.n_kv_heads // base.cfg.hash_groups
-    for part in map_forked(lambda p: factorial_masks(trace, n_sink, base.masks[base.cfg.th_r],
-                                                     base.cluster_of, hpg, predictors=[p]),
+    seed_runs = [base] + [runs[f"resv_seed{k}"] for k in range(1, seeds)]
+    pairs = [(r.masks[r.cfg.th_r], r.cluster_of) for r in seed_runs]
+    for part in map_forked(lambda p: factorial_masks(trace, n_sink, pairs, hpg, predictors=[p]),
                            PREDICTORS, jobs):
-        for (p, q), m in part.items():
-            masks[(f"fx:{p}:{q}", None)] = m
-    for k in range(1, seeds):       # each seed's ReSV counts and clusters
-        run = runs[f"resv_seed{k}"]
-        for part in map_forked(lambda p: factorial_masks(
-                trace, n_sink, run.masks[run.cfg.th_r], run.cluster_of, hpg, predictors=[p]),
-                PREDICTORS, jobs):
-            for (p, q), m in part.items():
-                masks[(f"fx{k}:{p}:{q}", None)] = m
+        for (k, p, q), m in part.items():
+            masks[(f"{'fx' if k == 0 else f'fx{k}'}:{p}:{q}", None)] = m
     timing["factorial"] = time.time() - t0
 
     main = {m: (m, DEFAULT_KNOBS.get(m)) for m in METHODS}
@@ -301,8 +296,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         pareto[m] = pts
     summary["pareto"] = pareto
     summary["baseline_options"] = _options(masks, stats, stage)
-    summary["factorial"] = _factorial(trace, n_sink, stats, stage,
-                                      [base] + [runs[f"resv_seed{k}"] for k in range(1, seeds)])
+    summary["factorial"] = _factorial(trace, n_sink, stats, stage, seed_runs)
     summary["matched"] = matched_ratio(pareto)
     summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the

@@ -18,7 +18,13 @@ def case():
     run = run_resv(tr, quantise(tr), cfg, [cfg.th_r])
     n_sink = sink_count(tr, cfg)
     hpg = tr.n_kv_heads // cfg.hash_groups
-    fx = factorial_masks(tr, n_sink, run.masks[cfg.th_r], run.cluster_of, hpg)
+    other = run_resv(tr, quantise(tr), cfg.replace(hp_seed=cfg.hp_seed + 1), [cfg.th_r])
+    both = factorial_masks(tr, n_sink, [(run.masks[cfg.th_r], run.cluster_of),
+                                        (other.masks[cfg.th_r], other.cluster_of)], hpg)
+    fx = {(p, q): m for (k, p, q), m in both.items() if k == 0}
+    alone = factorial_masks(tr, n_sink, [(other.masks[cfg.th_r], other.cluster_of)], hpg)
+    # a second seed's cells are those of a run of that seed alone
+    assert all((both[(1, p, q)] == alone[(0, p, q)]).all() for p in PREDICTORS for q in POLICIES)
     return tr, cfg, run, n_sink, fx
 
 
