@@ -170,10 +170,15 @@ def cycles_measured(snap: dict) -> list[str]:
     return out or ["(the cycle model is not in the snapshot)"]
 
 
+def _golden_keys(snap: dict) -> list[str]:
+    """The snapshot's golden jobs, the bundled trace first."""
+    return sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
+                  key=lambda k: (k != "golden/carphone_cut", k))
+
+
 def methods_matched(snap: dict) -> list[str]:
     """Every traced golden job's matched table: relative L2 error (prediction cost)."""
-    keys = sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
-                  key=lambda k: (k != "golden/carphone_cut", k))
+    keys = _golden_keys(snap)
     out = ["| trace | stage | ratio | " + " | ".join(MATCHED) + " |",
            "|---|---|---|" + "---|" * len(MATCHED)]
     for k in keys:
@@ -197,8 +202,7 @@ def methods_factorial(snap: dict) -> list[str]:
     out = ["| trace | predictor (keys scored) | " + " | ".join(
         f"{st}: {p}" for st in ("frame", "text") for p in pol) + " |",
         "|---|---|" + "---|" * 6]
-    keys = sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
-                  key=lambda k: (k != "golden/carphone_cut", k))
+    keys = _golden_keys(snap)
     for k in keys:
         fx = snap["entries"][k]["values"].get("factorial", {})
         for i, (p, by) in enumerate(fx.items()):
@@ -215,8 +219,7 @@ def methods_seeds(snap: dict) -> list[str]:
     (each predictor under ReSV's counts) comparisons over hyperplane seeds: mean error, its
     range, and ReSV's verdict where the ranges part."""
     out = []
-    keys = sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
-                  key=lambda k: (k != "golden/carphone_cut", k))
+    keys = _golden_keys(snap)
     mark = {"win": " **W**", "loss": " **L**", "overlap": "", None: ""}
     for kind, title in (("matched", "matched ratio"), ("count", "ReSV's counts")):
         rows = []
@@ -247,8 +250,7 @@ def methods_options(snap: dict) -> list[str]:
     job the retrieval ratio and relative L2 error per stage."""
     out = ["| trace | method | option | frame: ratio, error | text: ratio, error |",
            "|---|---|---|---|---|"]
-    keys = sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
-                  key=lambda k: (k != "golden/carphone_cut", k))
+    keys = _golden_keys(snap)
     for k in keys:
         for m, by in snap["entries"][k]["values"].get("options", {}).items():
             for v, st in by.items():

@@ -39,6 +39,21 @@ UNREACHABLE = {
 }
 
 
+# the events sampled under a name of their own: (event, block, sample, what it is)
+NAMED = (
+    ("4 KB cut", "kvmu, core", PAGE_CUT,
+     "a burst cut at a 4 KB page edge, the transfer going on in the next page"),
+    ("KVMU stale fetch", "kvmu", "kvmu:stale fetch", "a fetch's end beat marked stale"),
+    ("HCU tie", "hcu", "hcu:tie", "a join among clusters at the same distance (the newest taken)"),
+    ("HCU window wrap", "hcu", "hcu:window wrap", "more clusters opened than a window holds"),
+    ("context save", "core", "core:context save",
+     "a cluster window written to its image at CTX_BASE"),
+    ("context load", "core", "core:context load", "a cluster window read back from its image"),
+    ("chunked attention", "core", "core:chunked attention",
+     "a matched run with an attended set larger than B"),
+)
+
+
 def _events() -> dict:
     ev = {}
     for name, (code, *_) in regmap.ERRORS.items():
@@ -51,21 +66,8 @@ def _events() -> dict:
         ev[f"WTU exit after bucket {k}"] = Event(
             "wtu", sample=f"wtu:visited={k}",
             what=f"a row's walk visits {k} of the default build's {buckets} buckets")
-    ev["4 KB cut"] = Event("kvmu, core", sample=PAGE_CUT,
-                           what="a burst cut at a 4 KB page edge, the transfer going on in "
-                                "the next page")
-    ev["KVMU stale fetch"] = Event("kvmu", sample="kvmu:stale fetch",
-                                   what="a fetch's end beat marked stale")
-    ev["HCU tie"] = Event("hcu", sample="hcu:tie",
-                          what="a join among clusters at the same distance (the newest taken)")
-    ev["HCU window wrap"] = Event("hcu", sample="hcu:window wrap",
-                                  what="more clusters opened than a window holds")
-    ev["context save"] = Event("core", sample="core:context save",
-                               what="a cluster window written to its image at CTX_BASE")
-    ev["context load"] = Event("core", sample="core:context load",
-                               what="a cluster window read back from its image")
-    ev["chunked attention"] = Event("core", sample="core:chunked attention",
-                                    what="a matched run with an attended set larger than B")
+    for name, block, sample, what in NAMED:
+        ev[name] = Event(block, sample=sample, what=what)
     return ev
 
 
