@@ -15,7 +15,7 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test soak sim golden verilog synth bench cycles research formal coverage icarus figures setup \
+.PHONY: all demo test soak sim golden verilog synth bench cycles research formal coverage icarus sweep figures setup \
         clean clean-cache help
 
 all: demo
@@ -34,6 +34,7 @@ help:
 	@echo "make formal   SymbiYosys proofs of every block's bus and stream rules -> build/formal/"
 	@echo "make coverage line, toggle and functional coverage of every block -> build/coverage/"
 	@echo "make icarus   the small blocks' Verilog tiers under Icarus Verilog -> build/icarus/"
+	@echo "make sweep    [SWEEP=file] [SCHEDULER=addr] design-space sweep on Dask -> build/sweep/<name>/"
 	@echo "make figures  render README.md and docs/ from docs/figures.json"
 
 setup: $(STAMP)
@@ -105,6 +106,12 @@ figures: $(STAMP)
 # ReSV variants (cluster caps, per-head hashing, a token-level second stage) on the traces
 research: $(STAMP)
 	$(PY) -m golden.research $(foreach t,$(or $(TRACES),$(TRACE)),--trace $(t))
+
+# a design-space sweep (docs/sweep.md): fidelity, cycles and area of every point of SWEEP, on
+# an embedded local Dask cluster (or SCHEDULER=address) -> build/sweep/<name>/
+SWEEP ?= sweeps/bundled.yaml
+sweep: $(STAMP)
+	$(PY) -m vrex.sweep $(SWEEP) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal -q --durations=40 verif

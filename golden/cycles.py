@@ -66,7 +66,8 @@ from .core import fetch_chunks, head_chunks
 from .kvmu import KvGeometry, KvMemory
 
 __all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict",
-           "predict_stream", "lists_ahead", "opened_tokens", "moved_blocks", "load_fit",
+           "predict_stream", "predict_descriptors", "lists_ahead", "opened_tokens",
+           "moved_blocks", "load_fit",
            "FIT", "report", "paper_setting", "figure", "summary", "nnls"]
 
 PHASES = ("predict", "attend", "hash", "swap", "store")
@@ -366,20 +367,30 @@ def predict_stream(coef: dict, golden_steps, cfg, latency: int, centre: bool,
     ``WALK_CYCLES`` a candidate and as many for the list, hidden behind the attention before
     it. Only the walk: the fitted per-candidate coefficient also carries costs of the keyed
     list that grow with the candidates, and those stay."""
+    tot = dict.fromkeys(PHASES, 0.0)
+    for ph in predict_descriptors(coef, golden_steps, cfg, latency, centre, queued):
+        for k, v in ph.items():
+            tot[k] += v
+    return tot
+
+
+def predict_descriptors(coef: dict, golden_steps, cfg, latency: int, centre: bool,
+                        queued: bool = False) -> list[dict]:
+    """:func:`predict_stream`'s cycles per phase, descriptor by descriptor."""
     from .core import window_moves
     g = _geometry(cfg)
-    tot = dict.fromkeys(PHASES, 0.0)
     ahead = (lists_ahead(golden_steps, cfg.core_max_tokens) if queued
              else [False] * len(golden_steps))
     opened, moved = opened_tokens(golden_steps), moved_blocks(golden_steps, cfg)
+    out = []
     for i, (ls, moves) in enumerate(zip(golden_steps, window_moves(golden_steps, cfg))):
         row = dict(descriptor_sizes(ls, moves, cfg.attn_b_rows), first=i == 0,
                    opened=opened[i], moved=moved[i])
-        for ph, v in predict(coef, features(row, g, latency, centre)).items():
-            tot[ph] += v
+        ph = predict(coef, features(row, g, latency, centre))
         if ahead[i] and row["heads"]:
-            tot["predict"] -= WALK_CYCLES * (row["heads"][0]["cand"] + 1)
-    return tot
+            ph["predict"] -= WALK_CYCLES * (row["heads"][0]["cand"] + 1)
+        out.append(ph)
+    return out
 
 
 def report(runs: dict, cfgs: dict) -> dict:
