@@ -109,9 +109,10 @@ research: $(STAMP)
 
 # a design-space sweep (docs/sweep.md): fidelity, cycles and area of every point of SWEEP, on
 # an embedded local Dask cluster (or SCHEDULER=address) -> build/sweep/<name>/
-SWEEP ?= sweeps/bundled.yaml
+SWEEP ?= sweep/bundled.yaml
 sweep: $(STAMP)
-	$(PY) -m vrex.sweep $(SWEEP) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(PY) -m sweep $(SWEEP) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(if $(filter sweep/bundled.yaml,$(SWEEP)),$(PY) -m vrex.figures update --sweep build/sweep/bundled)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal -q --durations=40 verif

@@ -97,12 +97,14 @@ class LayerStep:
     clusters: np.ndarray             # int [groups, tokens hashed]
 
 
-def run_stream(trace, qt, cfg, steps=None) -> list:
+def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
     """The golden model of the core over a stream: per step (outer) and layer, a
     :class:`LayerStep`. ReSV as ``golden.resv.run_resv`` runs it (select with the HC table
     as it stood before the step, then hash and cluster the step's own tokens), light
     attention (D10, docs/numerics.md §10) of every query row over the sink tokens, its KV
-    head's fetched past tokens and the step's own tokens up to itself, in the integer mode."""
+    head's fetched past tokens and the step's own tokens up to itself, in the integer mode.
+    ``outputs=False``: every size and selection, no attention (each head's ``o`` is None;
+    what the cycle model reads)."""
     from .attn import attend, exp_registers
     from .numerics import ExpUnit
     from .resv import run_resv, sink_count
@@ -142,7 +144,7 @@ def run_stream(trace, qt, cfg, steps=None) -> list:
                 idx = np.concatenate([np.arange(sinks), sel, np.arange(a, b)]).astype(int)
                 q = qt.q[l, h * gq:(h + 1) * gq, a:b].reshape(-1, d)
                 o = attend(q, qt.k[l, h, idx], qt.v[l, h, idx], t, unit, cfg.out_frac_bits,
-                           cfg.score_bits)
+                           cfg.score_bits) if outputs else None
                 heads.append(HeadResult(clusters, counts, chosen, [int(x) for x in sel],
                                         len(idx), o))
             first = max(a, n_sink)

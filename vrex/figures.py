@@ -31,7 +31,7 @@ from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # 
 SNAPSHOT = ROOT / "docs" / "figures.json"
 DOCS = ("README.md", "docs/hcu.md", "docs/wtu.md", "docs/attn.md", "docs/kvmu.md",
         "docs/core.md", "docs/cycles.md", "docs/methods.md", "docs/seeds.md",
-        "docs/formal.md", "docs/coverage.md")
+        "docs/formal.md", "docs/coverage.md", "docs/sweep.md")
 
 # each bench entry's headline: (value key, format, the unit per µs at Fmax); its utilisation
 HEADLINE = {
@@ -306,6 +306,8 @@ TARGETS = (
      "build/coverage/report.{json,md}, docs/figures.json"),
     ("icarus", "`make icarus`", "the small blocks' Verilog tiers under Icarus Verilog",
      "build/icarus/"),
+    ("sweep", "`make sweep [SWEEP=file]`", "a design-space sweep on Dask: fidelity, cycles, "
+     "area, the Pareto front", "build/sweep/<name>/, docs/figures.json"),
 )
 
 
@@ -402,6 +404,63 @@ def coverage_results(snap: dict) -> list[str]:
     return out
 
 
+def sweep_front(snap: dict, name: str = "bundled") -> list[str]:
+    """A sweep's run and, per trace, its Pareto front and the default build's place."""
+    e = snap.get("entries", {}).get(f"sweep/{name}")
+    if not e:
+        return [f"(the sweep `{name}` is not in the snapshot)"]
+    v, r = e["values"], e["values"]["run"]
+    labels = {"ecp5_lut4": "LUT4", "paper_frame_ms": "frame (ms)",
+              "frame_rel_l2": "rel. L2 (frames)"}
+    out = [f"`{v['file']}` at `{e['commit']}`: {v['ok']} points measured, {v['refused']} "
+           f"refused, {v['failed']} failed; {r['measured']} measurements and "
+           f"{r['synthesised']} block builds on {r['workers']} Dask worker(s) in "
+           f"{_duration({'seconds': r['seconds']})} (the area cache empty)."]
+    for t, tr in v["traces"].items():
+        out += ["", f"`{t}`: {len(tr['front'])} of {tr['points']} points on the front. "
+                + tr["default"], "",
+                "| " + " | ".join([*v["varied"], *(labels[k] for k in v["objectives"]),
+                                   "frame ratio"]) + " |",
+                "|" + "---|" * (len(v["varied"]) + len(v["objectives"]) + 1)]
+        for p in tr["front"]:
+            cells = [str(p[k]) + (" (default)" if p["default"] and k == v["varied"][0] else "")
+                     for k in v["varied"]]
+            cells += [_n(p[k], "{:,.0f}" if k == "ecp5_lut4" else "{:.1f}" if
+                         k == "paper_frame_ms" else "{:.4f}") for k in v["objectives"]]
+            out.append("| " + " | ".join(cells + [f"{100 * p['frame_ratio']:.1f}%"]) + " |")
+    return out
+
+
+def readme_sweep(snap: dict, name: str = "bundled") -> list[str]:
+    """The README's two lines on the shipped sweep."""
+    e = snap.get("entries", {}).get(f"sweep/{name}")
+    if not e:
+        return [f"(the sweep `{name}` is not in the snapshot)"]
+    v, r = e["values"], e["values"]["run"]
+    t, tr = next(iter(v["traces"].items()))
+    return [f"{v['ok']} points on `{t}`, {len(tr['front'])} on the front; {tr['default']} "
+            f"{r['measured']} measurements and {r['synthesised']} block builds took "
+            f"{_duration({'seconds': r['seconds']})} on {r['workers']} Dask workers "
+            f"(`{e['commit']}`)."]
+
+
+def sweep_scale(snap: dict, name: str = "bundled") -> list[str]:
+    """How the sweep's measurements scaled from one worker to two (``sweep.scale``)."""
+    e = snap.get("entries", {}).get(f"sweep/{name}/scale")
+    if not e:
+        return [f"(the sweep `{name}`'s scaling is not in the snapshot)"]
+    v = e["values"]
+    ru, up = v["runs"], v["cluster_startup_s"]
+    return [f"Measured (`python -m sweep.scale`, `{e['commit']}`, the sweep's "
+            f"{v['tasks']} measurements, their block areas cached): in this process "
+            f"{ru['in_process']['seconds']:.1f} s ({v['in_process_s_per_task']:.2f} s a task); "
+            f"on a local cluster of one worker {ru['workers_1']['seconds']:.1f} s, of two "
+            f"{ru['workers_2']['seconds']:.1f} s (start-up {up['workers_1']:.1f} s and "
+            f"{up['workers_2']:.1f} s): a speedup of {v['speedup_1_to_2']:.2f} from one worker "
+            f"to two, {v['speedup_1_to_2_running']:.2f} without the start-up; Dask's overhead "
+            f"{1000 * v['overhead_s_per_task']:.0f} ms a task."]
+
+
 def regions(snap: dict) -> dict:
     """Every region's name and its lines."""
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
@@ -410,7 +469,9 @@ def regions(snap: dict) -> dict:
          "methods-factorial": methods_factorial(snap), "methods-seeds": methods_seeds(snap),
          "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),
-         "formal-results": formal_results(snap), "coverage-results": coverage_results(snap)}
+         "formal-results": formal_results(snap), "coverage-results": coverage_results(snap),
+         "sweep-bundled": sweep_front(snap), "sweep-scale": sweep_scale(snap),
+         "readme-sweep": readme_sweep(snap)}
     for block, *_ in BLOCK_ROWS:
         r[f"{block}-measured"] = block_measured(snap, block)
     return r
@@ -467,6 +528,7 @@ def main(argv=None) -> int:
                    help="a golden job's summary.json (repeatable)")
     u.add_argument("--formal", type=Path, help="make formal's report.json")
     u.add_argument("--coverage", type=Path, help="make coverage's report.json")
+    u.add_argument("--sweep", type=Path, help="a sweep's folder (build/sweep/<name>/)")
     t = sub.add_parser("timing", help="record how long a make target took (seconds)")
     t.add_argument("target", choices=["setup", "demo", "test"] + [k for k, *_ in TARGETS])
     t.add_argument("seconds", type=float, help="wall time after set-up")
@@ -481,7 +543,8 @@ def main(argv=None) -> int:
     if args.cmd == "update":
         snap = load()
         done = update(snap, bench_dir=args.bench, synth_report=args.synth, cycles=args.cycles,
-                      golden=args.golden, formal=args.formal, coverage=args.coverage)
+                      golden=args.golden, formal=args.formal, coverage=args.coverage,
+                      sweep=args.sweep)
         dump(snap)
         print(f"docs/figures.json: {', '.join(done) or 'nothing found to update'}")
         changed = render(snap)

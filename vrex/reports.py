@@ -209,12 +209,36 @@ def coverage_values(rep: dict) -> dict:
     return out
 
 
+def sweep_values(summ: dict) -> dict:
+    """The figures the docs quote out of a sweep's ``summary.json``."""
+    keep = ("name", "file", "varied", "area_blocks", "paper_cache", "objectives", "ok",
+            "refused", "failed", "traces")
+    run = summ.get("run", {})
+    return {**{k: summ[k] for k in keep if k in summ},
+            "run": {k: run.get(k) for k in ("points", "measured", "synthesised", "workers",
+                                            "seconds")}}
+
+
 def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | None = None,
            cycles: Path | None = None, golden: list | None = None,
-           formal: Path | None = None, coverage: Path | None = None) -> list[str]:
-    """Take the figures out of the reports that exist into ``snap``; the keys updated."""
+           formal: Path | None = None, coverage: Path | None = None,
+           sweep: Path | None = None) -> list[str]:
+    """Take the figures out of the reports that exist into ``snap``; the keys updated. A
+    sweep's folder also gives its Pareto plot, copied to ``docs/sweep_<name>.png``."""
     done = []
     entries = snap.setdefault("entries", {})
+    if sweep is not None and (Path(sweep) / "summary.json").exists():
+        import shutil
+        summ = json.loads((Path(sweep) / "summary.json").read_text())
+        key = f"sweep/{summ['name']}"
+        entries[key] = entry(f"build/sweep/{summ['name']}/summary.json", None,
+                             sweep_values(summ))
+        done.append(key)
+        shutil.copyfile(Path(sweep) / "pareto.png", ROOT / "docs" / f"sweep_{summ['name']}.png")
+        if (Path(sweep) / "scale.json").exists():
+            entries[key + "/scale"] = entry(f"build/sweep/{summ['name']}/scale.json", None,
+                                            json.loads((Path(sweep) / "scale.json").read_text()))
+            done.append(key + "/scale")
     if bench_dir is not None:
         for block, *_ in BLOCK_ROWS:
             p = Path(bench_dir) / f"{block}.json"

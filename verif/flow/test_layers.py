@@ -1,5 +1,5 @@
 """The layers of the house, one way: every import of every module of ``vrex``, ``rtl``,
-``golden``, ``synth`` and ``verif`` (at the top of a file or inside a function) is read from
+``golden``, ``synth``, ``sweep`` and ``verif`` (at the top of a file or inside a function) is read from
 its source and checked against the layer order; the graph of the project's own modules has no
 cycle; no module that is not a test imports a test module."""
 import ast
@@ -8,17 +8,19 @@ from pathlib import Path
 
 from verif.lib.traces import ROOT
 
-PACKAGES = ("vrex", "rtl", "golden", "synth", "verif")
+PACKAGES = ("vrex", "rtl", "golden", "synth", "sweep", "verif")
 # a package may import the packages of lower layers only: vrex is the neutral base (the
 # configuration, the register map, emission, the figures); the hardware and the golden model
-# stand on it side by side; the tool flows on the hardware; verification on everything
-LAYER = {"vrex": 0, "rtl": 1, "golden": 1, "synth": 2, "verif": 3}
+# stand on it side by side; the tool flows on the hardware; the design-space sweeps on the
+# golden model and the flows; verification on everything
+LAYER = {"vrex": 0, "rtl": 1, "golden": 1, "synth": 2, "sweep": 3, "verif": 4}
 # outside packages a layer keeps out of (the golden model is NumPy; the hardware is Amaranth;
 # the base elaborates nothing but in emission, lazily)
 FOREIGN = {"vrex": {"cocotb", "cocotbext", "pytest"},
            "rtl": {"cocotb", "cocotbext", "numpy", "pytest"},
            "golden": {"amaranth", "cocotb", "cocotbext", "pytest"},
-           "synth": {"cocotb", "cocotbext", "pytest"}}
+           "synth": {"cocotb", "cocotbext", "pytest"},
+           "sweep": {"cocotb", "cocotbext", "pytest"}}
 
 
 def modules() -> dict[str, Path]:

@@ -3,6 +3,7 @@ plotted (``pareto.png``) and named in a short report (``report.md``)."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from .spec import Sweep
@@ -45,8 +46,9 @@ def _is_default(r: dict) -> bool:
     return r.get("default") == "1"
 
 
-def write_report(sweep: Sweep, out_dir) -> dict:
-    """``pareto.png`` and ``report.md`` from ``out_dir/table.csv``. Returns the fronts."""
+def write_report(sweep: Sweep, out_dir, stats: dict | None = None) -> dict:
+    """``pareto.png``, ``report.md`` and ``summary.json`` from ``out_dir/table.csv``
+    (``stats``: the run's own figures, kept in the summary). Returns the summary."""
     out_dir = Path(out_dir)
     rows = [r for r in load_rows(out_dir / "table.csv")
             if r["trace"] in {Path(t).name for t in sweep.traces}]
@@ -80,7 +82,21 @@ def write_report(sweep: Sweep, out_dir) -> dict:
         lines += ["## Not measured", ""] + [f"- {r['status']}: `{r['config']}`: {r['message']}"
                                            for r in bad] + [""]
     (out_dir / "report.md").write_text("\n".join(lines))
-    return fronts
+    summary = {"name": sweep.name, "file": sweep.path.as_posix(), "varied": sweep.varied,
+               "area_blocks": list(sweep.area), "paper_cache": sweep.paper_cache,
+               "objectives": list(keys), "run": stats or {},
+               **{k: sum(r["status"] == k for r in rows) for k in ("ok", "refused", "failed")},
+               "traces": {t: {"points": len(ok[t]),
+                              "front": [{**{v: r[v] for v in sweep.varied},
+                                         **{k: float(r[k]) for k in keys},
+                                         "frame_ratio": float(r["frame_ratio"]),
+                                         "default": r["default"] == "1"}
+                                        for r in sorted(fronts[t],
+                                                        key=lambda r: _objs(r, keys))],
+                              "default": _default_place(ok[t], fronts[t], sweep.varied, keys)}
+                          for t in traces}}
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
 
 
 def _fmt(v) -> str:

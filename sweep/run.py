@@ -74,7 +74,7 @@ def plan(sweep: Sweep) -> list[Task]:
                 t.areas = {b: area_key(b, cfg.block_params(b)) for b in sweep.area}
                 t.default = cfg == default
             tasks.append(t)
-        if not any(t.default for t in tasks):
+        if sweep.default and not any(t.default for t in tasks):
             f = {k: getattr(default, k) for k in sweep.varied}
             t = Task(point_key(f, tr, opts), str(tr), f, geo, default=True)
             t.areas = {b: area_key(b, default.block_params(b)) for b in sweep.area}
@@ -126,6 +126,7 @@ class SweepStats:
     refused: int = 0
     measured: int = 0               # measure tasks run
     synthesised: int = 0            # block builds mapped (not in the area cache)
+    workers: int = 1                # Dask workers when the run began (1: in this process)
     seconds: float = 0.0
 
 
@@ -182,8 +183,9 @@ def run_sweep(sweep: Sweep, out_dir, *, scheduler: str | None = None,
     mopts = dict(latency=sweep.latency, paper_cache=sweep.paper_cache)
     if local:
         _run_local(todo, builds, cache, work, mopts, write)
-    else:
-        _run_dask(todo, builds, cache, work, mopts, write, scheduler, workers, progress)
+    elif todo:
+        st.workers = _run_dask(todo, builds, cache, work, mopts, write, scheduler, workers,
+                               progress)
     st.seconds = time.time() - t0
     return st
 
@@ -203,7 +205,7 @@ def _client(scheduler, workers):
     if scheduler:
         return Client(scheduler), None
     cluster = LocalCluster(n_workers=workers or _cores(), threads_per_worker=1,
-                           processes=True, dashboard_address=None)
+                           processes=True, dashboard_address=":0")
     return Client(cluster), cluster
 
 
@@ -212,10 +214,14 @@ def _cores() -> int:
     return default_jobs()
 
 
-def _run_dask(todo, builds, cache, work, mopts, write, scheduler, workers, progress) -> None:
+def _run_dask(todo, builds, cache, work, mopts, write, scheduler, workers, progress) -> int:
+    """Every task on Dask; the rows written as they complete. Returns the workers there
+    were when the tasks were submitted."""
     from distributed import as_completed
     client, cluster = _client(scheduler, workers)
     try:
+        client.wait_for_workers(1)
+        n = len(client.scheduler_info()["workers"])
         futs = {}
         # the long block builds first: the points' measurements fill the workers around them
         for k, (b, f, g) in builds.items():
@@ -238,6 +244,7 @@ def _run_dask(todo, builds, cache, work, mopts, write, scheduler, workers, progr
                     write(t, got, {b: areas[k] for b, k in t.areas.items()}, err)
                     written.add(key)
                     del measured[key]
+        return n
     finally:
         client.close()
         if cluster is not None:

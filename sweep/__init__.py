@@ -3,7 +3,7 @@ performance (cycle model) and area (Yosys), on Dask, with the Pareto front of th
 
 :mod:`.spec` reads a sweep file, :mod:`.point` measures a point, :mod:`.run` runs the tasks
 (an embedded local Dask cluster, an existing one, or this process) into a table on disk, and
-:mod:`.report` plots and names the front. ``python -m vrex.sweep FILE`` (``vrex-sweep``,
+:mod:`.report` plots and names the front. ``python -m sweep FILE`` (``vrex-sweep``,
 ``make sweep SWEEP=FILE``); docs/sweep.md.
 """
 from .spec import Sweep, SweepError, load_sweep

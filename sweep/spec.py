@@ -1,6 +1,6 @@
 """A sweep file: which Config fields take which values, over which traces.
 
-The file is YAML (``sweeps/bundled.yaml`` is the shipped one)::
+The file is YAML (``sweep/bundled.yaml`` is the shipped one)::
 
     name: bundled                    # the output folder's name (default: the file's stem)
     traces: [data/carphone_cut.npz]  # every point runs on each trace
@@ -18,6 +18,7 @@ The file is YAML (``sweeps/bundled.yaml`` is the shipped one)::
     area: [hcu, wtu]                 # blocks synthesised per point (default: AREA_BLOCKS)
     latency: 40                      # the memory's round trip at the point's own build
     paper_cache: 10240               # the cache size of the paper's setting reported
+    default: true                    # add the default build where no point is it
 
 Every error names the file and the line: an unknown key or field, a field the trace fixes
 (the geometry), a value no build accepts on its own (the configuration's rule and message),
@@ -42,7 +43,8 @@ __all__ = ["Sweep", "SweepError", "load_sweep", "AREA_BLOCKS", "GEOMETRY"]
 # the engine holds (``attn`` counts them)
 AREA_BLOCKS = ("hcu", "wtu", "attn", "kvmu", "core_regs")
 GEOMETRY = ("n_layers", "n_q_heads", "n_kv_heads", "head_dim")
-_KEYS = ("name", "traces", "base", "grid", "sample", "area", "latency", "paper_cache")
+_KEYS = ("name", "traces", "base", "grid", "sample", "area", "latency", "paper_cache",
+         "default")
 _SAMPLE_KEYS = ("kind", "points", "seed", "fields")
 _FIELDS = {f.name for f in fields(Config)}
 
@@ -63,6 +65,7 @@ class Sweep:
     latency: int = 40
     paper_cache: int = 10240
     base: dict = field(default_factory=dict)
+    default: bool = True                # the default build is added where no point is it
 
 
 def _lines(node, path=(), out=None) -> dict:
@@ -71,8 +74,8 @@ def _lines(node, path=(), out=None) -> dict:
     out[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
-            out[path + (k.value,)] = k.start_mark.line + 1
             _lines(v, path + (k.value,), out)
+            out[path + (k.value,)] = k.start_mark.line + 1         # the key's line
             out[path + (k.value, "<value>")] = v.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
@@ -141,11 +144,14 @@ def load_sweep(path, root=None) -> Sweep:
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             fail((k,), f"{k} must be a positive integer, not {v!r}")
         ints[k] = v
+    default = doc.get("default", True)
+    if not isinstance(default, bool):
+        fail(("default",), f"default must be true or false, not {default!r}")
     name = doc.get("name", path.stem)
     if not isinstance(name, str) or not name or "/" in name:
         fail(("name",), f"name must be a folder name, not {name!r}")
     return Sweep(name=name, path=path, traces=traces, points=points, varied=varied,
-                 area=tuple(area), base=base, **ints)
+                 area=tuple(area), base=base, default=default, **ints)
 
 
 def _traces(doc, path, root, fail) -> list[Path]:

@@ -1,8 +1,9 @@
-"""``python -m vrex.sweep FILE``: run a sweep file into build/sweep/<name>/ (table.csv,
+"""``python -m sweep FILE``: run a sweep file into build/sweep/<name>/ (table.csv,
 pareto.png, report.md)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -31,13 +32,13 @@ def main(argv=None) -> int:
     out = Path(a.out or Path("build") / "sweep" / sweep.name)
     st = run_sweep(sweep, out, scheduler=a.scheduler, workers=a.workers, local=a.local,
                    progress=not a.no_progress)
-    fronts = write_report(sweep, out)
+    summ = write_report(sweep, out, dataclasses.asdict(st))
     print(f"{sweep.name}: {st.points} rows ({st.reused} from the table, {st.refused} refused), "
-          f"{st.measured} measured, {st.synthesised} block builds synthesised, "
-          f"{st.seconds:.1f} s")
-    for t, f in fronts.items():
-        print(f"  {t}: {len(f)} points on the front")
-    print(f"  -> {out / 'table.csv'}, {out / 'pareto.png'}, {out / 'report.md'}")
+          f"{st.measured} measured, {st.synthesised} block builds synthesised on "
+          f"{st.workers} worker(s), {st.seconds:.1f} s")
+    for t, s in summ["traces"].items():
+        print(f"  {t}: {len(s['front'])} of {s['points']} points on the front. {s['default']}")
+    print(f"  -> {out}/: table.csv, pareto.png, report.md, summary.json")
     return 0
 
 

@@ -26,7 +26,7 @@ import numpy as np
 __all__ = ["measure", "block_area", "area_key", "point_key", "code_version", "file_digest",
            "FIDELITY", "PERFORMANCE", "AREA"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("frame", "text")
 # the columns each part of a point adds to the table
 FIDELITY = tuple(f"{st}_{k}" for st in STAGES
@@ -46,7 +46,8 @@ def _hash(*parts) -> str:
 
 
 # what reads or reports results without changing them: not in the code version
-_NOT_MEASURING = {"vrex/sweep/report.py", "vrex/sweep/__main__.py", "vrex/figures.py"}
+_NOT_MEASURING = {"sweep/report.py", "sweep/__main__.py", "sweep/scale.py", "vrex/figures.py",
+                  "vrex/reports.py"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,7 +74,7 @@ def point_key(fields: dict, trace: str, opts: dict) -> str:
     """A point's key: its fields, the trace's content, the options that change its
     measurement and the code of everything it runs."""
     return _hash(fields, file_digest(str(trace)), opts,
-                 code_version("golden", "vrex", "rtl", "synth"))
+                 code_version("golden", "vrex", "rtl", "synth", "sweep"))
 
 
 def area_key(block: str, params: dict) -> str:
@@ -90,7 +91,14 @@ def _trace(path: str):
 
 def measure(fields: dict, trace: str, latency: int = 40, paper_cache: int = 10240) -> dict:
     """Fidelity and performance of the point ``fields`` on ``trace`` (columns
-    :data:`FIDELITY` and :data:`PERFORMANCE`)."""
+    :data:`FIDELITY` and :data:`PERFORMANCE`), with BLAS on one thread: the same sums in the
+    same order in any process, so a point measured anywhere gives the same bits."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(1):
+        return _measure(fields, trace, latency, paper_cache)
+
+
+def _measure(fields, trace, latency, paper_cache) -> dict:
     from golden import baselines
     from golden.metrics import aggregate, evaluate
     from golden.resv import run_resv
@@ -120,7 +128,7 @@ def _performance(cfg, t, qt, stage, frame_ratio, latency, paper_cache) -> dict:
     out = dict.fromkeys(PERFORMANCE)
     coef = cycles.load_fit()
     try:
-        steps = run_stream(t, qt, cfg)
+        steps = run_stream(t, qt, cfg, outputs=False)
     except ValueError as e:          # a ReSV setting the core does not run
         out["perf_note"] = f"no build cycles: {e}"
     else:
