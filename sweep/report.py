@@ -70,12 +70,13 @@ def write_report(sweep: Sweep, out_dir, stats: dict | None = None) -> dict:
     for t in traces:
         lines += [f"## {t}: the front ({len(fronts[t])} of {len(ok[t])} points)", "",
                   "| " + " | ".join([*sweep.varied, *(OBJECTIVES[k] for k in keys),
-                                     "frame ratio"])
-                  + " |", "|" + "---|" * (len(sweep.varied) + len(keys) + 1)]
+                                     "frame ratio", "DP16KD"])
+                  + " |", "|" + "---|" * (len(sweep.varied) + len(keys) + 2)]
         for r in sorted(fronts[t], key=lambda r: _objs(r, keys)):
             lines.append("| " + " | ".join([*(r[v] for v in sweep.varied),
                                             *(_fmt(r[k]) for k in keys),
-                                            _fmt(r["frame_ratio"])]) + " |")
+                                            _fmt(r["frame_ratio"]), r["ecp5_bram"] or "–"])
+                         + " |")
         lines += ["", _default_place(ok[t], fronts[t], sweep.varied, keys), ""]
     bad = [r for r in rows if r["status"] != "ok"]
     if bad:
@@ -90,6 +91,7 @@ def write_report(sweep: Sweep, out_dir, stats: dict | None = None) -> dict:
                               "front": [{**{v: r[v] for v in sweep.varied},
                                          **{k: float(r[k]) for k in keys},
                                          "frame_ratio": float(r["frame_ratio"]),
+                                         "ecp5_bram": r["ecp5_bram"] or None,
                                          "default": r["default"] == "1"}
                                         for r in sorted(fronts[t],
                                                         key=lambda r: _objs(r, keys))],

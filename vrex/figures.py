@@ -420,14 +420,15 @@ def sweep_front(snap: dict, name: str = "bundled") -> list[str]:
         out += ["", f"`{t}`: {len(tr['front'])} of {tr['points']} points on the front. "
                 + tr["default"], "",
                 "| " + " | ".join([*v["varied"], *(labels[k] for k in v["objectives"]),
-                                   "frame ratio"]) + " |",
-                "|" + "---|" * (len(v["varied"]) + len(v["objectives"]) + 1)]
+                                   "frame ratio", "DP16KD"]) + " |",
+                "|" + "---|" * (len(v["varied"]) + len(v["objectives"]) + 2)]
         for p in tr["front"]:
             cells = [str(p[k]) + (" (default)" if p["default"] and k == v["varied"][0] else "")
                      for k in v["varied"]]
             cells += [_n(p[k], "{:,.0f}" if k == "ecp5_lut4" else "{:.1f}" if
                          k == "paper_frame_ms" else "{:.4f}") for k in v["objectives"]]
-            out.append("| " + " | ".join(cells + [f"{100 * p['frame_ratio']:.1f}%"]) + " |")
+            out.append("| " + " | ".join(cells + [f"{100 * p['frame_ratio']:.1f}%",
+                                                  str(p.get("ecp5_bram") or "–")]) + " |")
     return out
 
 

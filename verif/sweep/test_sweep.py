@@ -27,6 +27,20 @@ def _file(tmp_path, text, name="s.yaml"):
     return p
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return _tiny(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def reference(tiny):
+    """The tiny sweep's rows measured one by one in this process (a folder of this process:
+    pytest-xdist may set this fixture up in two at once)."""
+    out = _fresh(f"one_by_one_{os.getpid()}")
+    run_sweep(tiny, out, local=True)
+    return _rows(out / "table.csv")
+
+
 def _tiny(tmp_path, extra=""):
     return load_sweep(_file(tmp_path, f"""
         name: tiny
@@ -96,14 +110,13 @@ def test_grid_and_latin_hypercube_sample(tmp_path):
     assert all(isinstance(p["th_hd"], int) for p in first)
 
 
-def test_a_combination_the_rules_refuse_is_reported_not_dropped(tmp_path):
-    sw = _tiny(tmp_path)
-    out = _fresh("refused")
-    st = run_sweep(sw, out, local=True)
-    rows = _rows(out / "table.csv")
+def test_a_combination_the_rules_refuse_is_reported_not_dropped(tiny, reference):
+    sw, out, rows = tiny, OUT / f"one_by_one_{os.getpid()}", reference
+    st = run_sweep(sw, out, local=True)          # the reference's table: nothing to measure
+    assert (st.measured, st.reused) == (0, 8)
     refused = [r for r in rows if r["status"] == "refused"]
     # n_hp = 8 with th_hd = 10: Th_hd is at most n_hp + 1
-    assert len(refused) == 2 == st.refused and len(rows) == 8 == st.points
+    assert len(refused) == 2 and len(rows) == 8 == st.points
     assert all(r["n_hp"] == "8" and r["th_hd"] == "10" for r in refused)
     assert all("th_hd must be an integer from 0 to n_hp + 1 (9), not 10" in r["message"]
                for r in refused)
@@ -122,22 +135,34 @@ def _measured(rows):
     return {r["key"]: {k: v for k, v in r.items() if k not in SKIP} for r in rows}
 
 
-def test_dask_sweep_equals_the_points_one_by_one(tmp_path):
-    sw = _tiny(tmp_path)
-    one = _fresh("one_by_one")
-    run_sweep(sw, one, local=True)
+def test_dask_sweep_equals_the_points_one_by_one(tiny, reference):
     dask = _fresh("dask")
-    st = run_sweep(sw, dask, workers=2, progress=False)
-    assert st.measured == 6
-    a, b = _rows(one / "table.csv"), _rows(dask / "table.csv")
-    assert _measured(a) == _measured(b) and len(b) == 8
+    st = run_sweep(tiny, dask, workers=2, progress=False)
+    assert st.measured == 6 and st.workers == 2
+    b = _rows(dask / "table.csv")
+    assert _measured(reference) == _measured(b) and len(b) == 8
 
 
-def test_a_worker_killed_mid_sweep_leaves_every_point_once(tmp_path):
+def test_an_interrupted_sweep_resumes(tiny, reference):
+    out = _fresh("interrupted")
+    seen = []
+
+    def stop(row):
+        seen.append(row["key"])
+        if sum(r["status"] == "ok" for r in _rows(out / "table.csv")) == 2:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(tiny, out, local=True, on_row=stop)
+    kept = _rows(out / "table.csv")
+    assert len(kept) == len(seen) == 4                  # the two refused, two measured
+    st = run_sweep(tiny, out, workers=2, progress=False)
+    assert (st.measured, st.reused) == (4, 4)
+    assert _measured(_rows(out / "table.csv")) == _measured(reference)
+
+
+def test_a_worker_killed_mid_sweep_leaves_every_point_once(tiny, reference):
     from distributed import Client, LocalCluster
-    sw = _tiny(tmp_path)
-    ref = _fresh("kill_ref")
-    run_sweep(sw, ref, local=True)
+    sw = tiny
     out = _fresh("kill")
     killed = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -156,7 +181,7 @@ def test_a_worker_killed_mid_sweep_leaves_every_point_once(tmp_path):
     rows = _rows(out / "table.csv")
     keys = [r["key"] for r in rows]
     assert len(keys) == len(set(keys)) == 8
-    assert _measured(rows) == _measured(_rows(ref / "table.csv"))
+    assert _measured(rows) == _measured(reference)
 
 
 def test_a_rerun_recomputes_nothing_and_areas_are_synthesised_once(tmp_path):
