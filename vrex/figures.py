@@ -439,10 +439,12 @@ def readme_sweep(snap: dict, name: str = "bundled") -> list[str]:
         return [f"(the sweep `{name}` is not in the snapshot)"]
     v, r = e["values"], e["values"]["run"]
     t, tr = next(iter(v["traces"].items()))
-    return [f"{v['ok']} points on `{t}`, {len(tr['front'])} on the front; {tr['default']} "
-            f"{r['measured']} measurements and {r['synthesised']} block builds took "
-            f"{_duration({'seconds': r['seconds']})} on {r['workers']} Dask workers "
-            f"(`{e['commit']}`)."]
+    import textwrap
+    return textwrap.wrap(
+        f"{v['ok']} points on `{t}`, {len(tr['front'])} on the front. {tr['default']} "
+        f"{r['measured']} measurements and {r['synthesised']} block builds took "
+        f"{_duration({'seconds': r['seconds']})} on {r['workers']} Dask workers "
+        f"(`{e['commit']}`).", 118, break_on_hyphens=False)
 
 
 def sweep_scale(snap: dict, name: str = "bundled") -> list[str]:

@@ -222,9 +222,10 @@ def sweep_values(summ: dict) -> dict:
 def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | None = None,
            cycles: Path | None = None, golden: list | None = None,
            formal: Path | None = None, coverage: Path | None = None,
-           sweep: Path | None = None) -> list[str]:
+           sweep: Path | None = None, docs_dir: Path | None = None) -> list[str]:
     """Take the figures out of the reports that exist into ``snap``; the keys updated. A
-    sweep's folder also gives its Pareto plot, copied to ``docs/sweep_<name>.png``."""
+    sweep's folder also gives its Pareto plot, copied to ``docs/sweep_<name>.png`` (in
+    ``docs_dir``, default the repository's docs/)."""
     done = []
     entries = snap.setdefault("entries", {})
     if sweep is not None and (Path(sweep) / "summary.json").exists():
@@ -234,7 +235,8 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
         entries[key] = entry(f"build/sweep/{summ['name']}/summary.json", None,
                              sweep_values(summ))
         done.append(key)
-        shutil.copyfile(Path(sweep) / "pareto.png", ROOT / "docs" / f"sweep_{summ['name']}.png")
+        shutil.copyfile(Path(sweep) / "pareto.png",
+                        Path(docs_dir or ROOT / "docs") / f"sweep_{summ['name']}.png")
         if (Path(sweep) / "scale.json").exists():
             entries[key + "/scale"] = entry(f"build/sweep/{summ['name']}/scale.json", None,
                                             json.loads((Path(sweep) / "scale.json").read_text()))

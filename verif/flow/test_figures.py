@@ -100,3 +100,40 @@ def test_update_takes_the_figures_out_of_the_reports(tmp_path):
     hcu = rows["[HCU](docs/hcu.md)"]
     assert "72 cycles/token" in hcu and f"{111.5 / 72:.2f} tokens" in hcu
     assert "1 300" in hcu and "111.5 MHz" in hcu
+
+
+def test_update_takes_a_sweeps_figures_and_its_plot(tmp_path):
+    """A sweep's summary and scaling (``make sweep``, ``sweep.scale``) into the snapshot, its
+    plot into the docs, and the regions that render them."""
+    run = tmp_path / "bundled"
+    run.mkdir()
+    front = [{"preset": "tuned", "th_r": "0.1", "ecp5_lut4": 14629.0, "paper_frame_ms": 253.2,
+              "frame_rel_l2": 0.049, "frame_ratio": 0.338, "ecp5_bram": "40",
+              "default": False}]
+    (run / "summary.json").write_text(json.dumps({
+        "name": "bundled", "file": "sweep/bundled.yaml", "varied": ["preset", "th_r"],
+        "area_blocks": ["hcu"], "paper_cache": 10240,
+        "objectives": ["ecp5_lut4", "paper_frame_ms", "frame_rel_l2"], "ok": 9, "refused": 1,
+        "failed": 0, "run": {"points": 10, "measured": 9, "synthesised": 2, "workers": 2,
+                             "seconds": 301.0, "reused": 0},
+        "traces": {"t.npz": {"points": 9, "front": front,
+                             "default": "The default build is on the front."}}}))
+    (run / "scale.json").write_text(json.dumps({
+        "tasks": 9, "runs": {"in_process": {"seconds": 20.0}, "workers_1": {"seconds": 25.0},
+                             "workers_2": {"seconds": 15.0}},
+        "cluster_startup_s": {"workers_1": 2.0, "workers_2": 3.0},
+        "in_process_s_per_task": 2.22, "speedup_1_to_2": 1.67, "speedup_1_to_2_running": 1.92,
+        "overhead_s_per_task": 0.333}))
+    (run / "pareto.png").write_bytes(b"png")
+    snap = {"entries": {}}
+    assert figures.update(snap, sweep=run, docs_dir=tmp_path) == ["sweep/bundled",
+                                                                  "sweep/bundled/scale"]
+    assert (tmp_path / "sweep_bundled.png").read_bytes() == b"png"
+    body = "\n".join(figures.sweep_front(snap))
+    assert "9 points measured, 1 refused, 0 failed; 9 measurements and 2 block builds on 2 " \
+           "Dask worker(s) in 5 min 1 s" in body
+    assert "| tuned | 0.1 | 14 629 | 253.2 | 0.0490 | 33.8% | 40 |" in body
+    assert "9 points on `t.npz`, 1 on the front. The default build is on the front." in \
+        " ".join(figures.readme_sweep(snap))
+    assert "a speedup of 1.67 from one worker to two, 1.92 without the start-up; Dask's " \
+           "overhead 333 ms a task" in figures.sweep_scale(snap)[0]
