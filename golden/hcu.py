@@ -30,9 +30,9 @@ class Token:
 
 def hcu_reference(tokens, cfg, *, prior=(), errors=None) -> list[dict]:
     """One dict per token of ``tokens``, as the HCU's ``o`` beat reads, for the build and ReSV
-    setting ``cfg`` (``n_hp``, ``window``, ``th_hd``, ``max_age``, ``count_bits``,
-    ``token_bits``, ``contexts``). ``prior``: tokens the unit took before (its state, not
-    compared). A token whose layer is beyond the contexts (code 1) or whose step is older than
+    setting ``cfg`` (``n_hp``, ``window``, ``th_hd``, ``max_age``, ``cluster_cap``,
+    ``count_bits``, ``token_bits``, ``contexts``). ``prior``: tokens the unit took before (its
+    state, not compared). A token whose layer is beyond the contexts (code 1) or whose step is older than
     its layer's last (code 2) is refused: no beat, no state change; ``errors``, if given, gets
     ``(code, index in prior + tokens)`` of each."""
     clusterers, counts, out, tok, last = {}, {}, [], -1, {}
@@ -46,7 +46,8 @@ def hcu_reference(tokens, cfg, *, prior=(), errors=None) -> list[dict]:
         last[t.layer] = t.step
         hc = clusterers.setdefault(t.layer, HashClusterer(n_hp=cfg.n_hp, th_hd=cfg.th_hd,
                                                           window=cfg.window,
-                                                          max_age=cfg.max_age))
+                                                          max_age=cfg.max_age,
+                                                          cap=cfg.cluster_cap))
         cid, opened, dist = (int(x[0]) for x in hc.assign([t.hash], t.step))
         c = counts.setdefault(t.layer, {})
         c[cid] = 1 if opened else min(c[cid] + 1, cmax)

@@ -46,8 +46,8 @@ class HashClusterer:
     token joins when that distance is ``< th_hd``, else it opens a cluster with its own hash.
     With no eligible cluster the distance reads ``n_hp + 1``. Cluster ids count up from 0 in
     the order clusters open. ``clustering=False`` opens a cluster per token (ReSV without
-    clustering); ``cap`` (research, not in the RTL) splits clusters: a token whose nearest
-    cluster already has ``cap`` members opens one.
+    clustering); ``cap`` (``Config.cluster_cap``, the HCU's ``cluster_cap`` register) splits
+    clusters: a token whose nearest cluster already has ``cap`` members opens one.
     """
 
     def __init__(self, *, n_hp: int, th_hd: int, window: int, max_age: int | None,
@@ -306,7 +306,7 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     uses instead of its own (the same partition, scored and selected under this run's
     numerics: what the integer and float modes differ in beside the hashes).
     ``cluster_cap``: clusters split at that many members (:class:`HashClusterer`'s ``cap``;
-    a research option, not in the RTL).
+    default the configuration's ``cluster_cap``).
 
     ``record_rows``: a list that receives, per (layer, step, KV head) with candidates, the
     WTU's input: candidate cluster ids, scores ``[rows, C]``, weights and counts."""
@@ -324,7 +324,8 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     S = trace.n_steps
     bounds = trace.step_bounds()
     n_sink = sink_count(trace, cfg)
-    layers = [ResvLayer(cfg, trace, qt, l, n_sink, clustering, cluster_cap) for l in range(L)]
+    cap = cfg.cluster_cap if cluster_cap is None else cluster_cap
+    layers = [ResvLayer(cfg, trace, qt, l, n_sink, clustering, cap) for l in range(L)]
     for l, lay in enumerate(layers):
         lay.record = record_rows
         if partition is not None:

@@ -79,6 +79,8 @@ class Config:
         prompt tokens (``None`` = all of step 0); ``hash_input``, ``centre``, ``hash_scope``,
         ``weight_mode``, ``wicsum``, ``scope``, ``timing`` the options of D1, D7, D8, D9, D11;
         ``order`` scoring before or after the step's own tokens join the HC table (§2);
+        ``cluster_cap`` a token whose nearest cluster already has that many members opens
+        a cluster instead (``None``: no cap; the HCU's ``cluster_cap`` register);
         ``numerics`` float reference or hardware-exact integers; ``hp_seed`` the hyperplane seed.
     Integer formats (docs/numerics.md)
         ``exp_frac_bits`` fractional bits of the exponent fed to the exp table (table size
@@ -139,6 +141,7 @@ class Config:
     scope: str = "kv_head"
     timing: str = "same_layer"
     order: str = "select_first"
+    cluster_cap: int | None = None
     numerics: str = "int"
     hp_seed: int = 0x5EED
     # integer formats
@@ -225,6 +228,11 @@ class Config:
              "th_r_frac_bits", "an integer from 4 to 24")
         need(isinstance(self.count_bits, int) and 1 <= self.count_bits <= 32, "count_bits",
              "an integer from 1 to 32")
+        # (the core's register field holds 16 bits)
+        cap_max = (1 << min(self.count_bits, 16)) - 1
+        need(self.cluster_cap is None or (isinstance(self.cluster_cap, int) and not isinstance(
+            self.cluster_cap, bool) and 1 <= self.cluster_cap <= cap_max),
+             "cluster_cap", f"None (no cap) or an integer from 1 to {cap_max}")
         windows = self.n_layers * self.hash_groups
         need(self.hcu_contexts is None or (isinstance(self.hcu_contexts, int)
                                            and 0 < self.hcu_contexts <= windows),
@@ -411,7 +419,8 @@ class Config:
         """The run-time register values of ``block`` for this ReSV setting (port -> int)."""
         if block == "hcu":
             return {"th_hd": self.th_hd, "max_age": self.max_age or 0,
-                    "age_limit": int(self.max_age is not None)}
+                    "age_limit": int(self.max_age is not None),
+                    "cluster_cap": self.cluster_cap or 0}
         if block == "wtu":
             return {"th_r": self.th_r_fixed}
         if block in ("attn", "attn_array", "attn_exp"):
@@ -490,7 +499,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "geometry": ("n_layers", "n_q_heads", "n_kv_heads", "head_dim"),
     "resv": ("preset", "n_hp", "th_hd", "window", "max_age", "th_r", "buckets", "n_sink",
              "hash_input", "centre", "hash_scope", "weight_mode", "wicsum", "scope", "timing",
-             "order", "numerics", "hp_seed"),
+             "order", "cluster_cap", "numerics", "hp_seed"),
     "formats": ("exp_frac_bits", "weight_bits", "th_r_frac_bits", "count_bits",
                 "out_frac_bits", "step_bits", "token_bits", "cluster_id_bits",
                 "counter_bits"),

@@ -90,8 +90,10 @@ REGISTERS = (
     Register("IRQ_ENABLE", 0x024, "RW", "interrupt enables", IRQ_FIELDS),
     Register("IRQ_STATUS", 0x028, "W1C", "interrupt causes (the irq output is the OR of "
                                          "IRQ_STATUS & IRQ_ENABLE)", IRQ_FIELDS),
-    Register("TH_HD", 0x030, "RW", "HCU: join when the Hamming distance is below", (
-        _f("th_hd", 0, 8, "threshold"),)),
+    Register("TH_HD", 0x030, "RW", "HCU: join when the Hamming distance is below (and the "
+                                   "cluster has fewer than cluster_cap members)", (
+        _f("th_hd", 0, 8, "threshold"),
+        _f("cluster_cap", 16, 16, "members a cluster takes at most (0: no cap)"))),
     Register("AGE", 0x034, "RW", "HCU: cluster age limit", (
         _f("max_age", 0, 16, "steps a cluster stays eligible"),
         _f("age_limit", 16, 1, "apply max_age"))),

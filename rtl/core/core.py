@@ -208,6 +208,7 @@ class VrexCore(wiring.Component):
                                (1 << len(k.far_slots)) - 1, far_slots)),
             k.max_burst.eq(Mux(regs.max_burst > 256, 0, regs.max_burst)),
             self.hcu.th_hd.eq(regs.th_hd[:len(self.hcu.th_hd)]),
+            self.hcu.cluster_cap.eq(regs.th_hd[16:32]),
             self.hcu.max_age.eq(regs.age[:len(self.hcu.max_age)]),
             self.hcu.age_limit.eq(regs.age[16]),
             self.wtu.th_r.eq(regs.th_r[:len(self.wtu.th_r)]),

@@ -113,7 +113,7 @@ def _registers(cfg, io_base, io_size) -> list:
             *lo_hi("FAR_BASE", kv["far_base"]), (off["FAR_BLOCKS"], kv["far_slots"] * hpg),
             *lo_hi("HC_BASE", kv["hc_base"]), *lo_hi("CTX_BASE", cfg.ctx_base),
             (off["MAX_BURST"], kv["max_burst"]),
-            (off["TH_HD"], cfg.th_hd),
+            (off["TH_HD"], cfg.th_hd | (cfg.cluster_cap or 0) << 16),
             (off["AGE"], (cfg.max_age or 0) | int(cfg.max_age is not None) << 16),
             (off["TH_R"], cfg.th_r_fixed),
             *lo_hi("IO_BASE", io_base), (off["IO_SIZE"], io_size),

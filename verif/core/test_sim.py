@@ -43,17 +43,22 @@ def tiny_config(preset, **kw):
         wtu_row_entries=32, window=16, hcu_lanes=4), **kw})
 
 
-@pytest.mark.parametrize("preset, bus, n, latency, pauses", [
-    ("paper", 16, 8, 0, 0.0),
-    ("tuned", 8, 4, 7, 0.3),
+@pytest.mark.parametrize("preset, bus, n, latency, pauses, cap", [
+    ("paper", 16, 8, 0, 0.0, 2),            # with the HCU's cluster-size cap (TH_HD)
+    ("tuned", 8, 4, 7, 0.3, None),
 ])
-def test_core_end_to_end(preset, bus, n, latency, pauses):
+def test_core_end_to_end(preset, bus, n, latency, pauses, cap):
     """A tiny stream (prompt, two frames, a question): every hash, cluster, selection,
     fetched token and output row equals golden.core.run_stream; no error."""
+    from golden.core import run_stream
     from .e2e import compare_run, plan_stream, synthetic_stream
     from .sim_core import run_core
     tr, qt = synthetic_stream(4, **TINY)
-    cfg = tiny_config(preset, kvmu_bus_bytes=bus, attn_n=n)
+    cfg = tiny_config(preset, kvmu_bus_bytes=bus, attn_n=n, cluster_cap=cap)
+    if cap:                                 # the cap changes the stream's clusters
+        def clusters(c):
+            return [ls.clusters.tolist() for ls in run_stream(tr, qt, c, outputs=False)]
+        assert clusters(cfg) != clusters(cfg.replace(cluster_cap=None))
     plan = plan_stream(tr, qt, cfg)
     obs, info = run_core(plan, latency=latency, bus_pauses=pauses, host_cross="both",
                          seed=3, max_cycles=200_000)

@@ -116,10 +116,24 @@ def test_th_r_register_is_the_one_rounding():
 
 
 def test_registers_from_presets():
-    assert Config.from_preset("paper").block_registers("hcu") == dict(th_hd=7, max_age=0,
-                                                                       age_limit=0)
-    assert Config.from_preset("tuned").block_registers("hcu") == dict(th_hd=9, max_age=8,
-                                                                       age_limit=1)
+    assert Config.from_preset("paper").block_registers("hcu") == dict(
+        th_hd=7, max_age=0, age_limit=0, cluster_cap=0)
+    assert Config.from_preset("tuned", cluster_cap=8).block_registers("hcu") == dict(
+        th_hd=9, max_age=8, age_limit=1, cluster_cap=8)
+
+
+@pytest.mark.parametrize("cap, ok", [(None, True), (1, True), (65535, True), (0, False),
+                                     (65536, False), (True, False), (2.0, False)])
+def test_cluster_cap_values(cap, ok):
+    """1 to 2**16 - 1 (the core's register field), within the count width; None: no cap."""
+    if ok:
+        assert Config(cluster_cap=cap).cluster_cap == cap
+    else:
+        with pytest.raises(ConfigError, match="cluster_cap must be None \\(no cap\\) or an "
+                                              "integer from 1 to 65535"):
+            Config(cluster_cap=cap)
+    with pytest.raises(ConfigError, match="integer from 1 to 15, not 16"):
+        Config(count_bits=4, cluster_cap=16)
 
 
 @pytest.mark.parametrize("block", BLOCKS)

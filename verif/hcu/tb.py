@@ -119,6 +119,22 @@ async def random_streams(dut, crossing):
 
 
 @test()
+@cocotb.parametrize(crossing=named(["none", "both"]), cap=named([1, 3]))
+async def cluster_cap(dut, crossing, cap):
+    """The cluster-size cap: seeded structured hashes (clusters that would grow past the cap)
+    with ``cluster_cap`` set, beat for beat with the golden model; the cap makes a difference
+    there (the stream clustered without it differs)."""
+    tb = HcuTB(dut)
+    tb.cross(crossing, seed=5)
+    await tb.start()
+    toks = _structured(tb, min(3 * tb.model.window + 40, 600), seed=200 + cap)
+    cfg = tb.cfg.replace(th_hd=max(1, tb.model.n_hp // 4), max_age=None, cluster_cap=cap)
+    assert expected(toks, cfg) != expected(toks, cfg.replace(cluster_cap=None))
+    got, _, _ = await tb.run(toks, cfg)
+    assert max(int(g["count"]) for g in got) == cap
+
+
+@test()
 @cocotb.parametrize(crossing=named(CROSSINGS))
 async def directed_cases(dut, crossing):
     """All-equal, all-different, distances Th_hd - 1 and Th_hd, ties, a full window wrapping,

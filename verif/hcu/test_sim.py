@@ -55,6 +55,35 @@ def test_random_streams(name, cross):
     run(cfg, frames(hashes, steps), cross=cross, seed=7)
 
 
+@pytest.mark.parametrize("cap", [1, 2, 5])
+@pytest.mark.parametrize("name", ["h16-l4-w16", "h32-l16-w64", "h8-l1-w4"])
+def test_cluster_cap(name, cap):
+    """``cluster_cap`` set: a token whose nearest cluster is full opens one. Structured hashes
+    (clusters that would grow past the cap) under back-pressure and idle cycles, beat for
+    beat with the golden model; the cap changes the clustering there, and no cluster grows
+    past it."""
+    cfg = SWEEP[name].replace(th_hd=SWEEP[name].n_hp // 4, max_age=None, cluster_cap=cap)
+    rng = np.random.default_rng(cfg.window + cap)
+    n = 2 * cfg.window + 30
+    toks = frames(structured_hashes(rng, n, cfg.n_hp, flips=cfg.n_hp // 8),
+                  np.sort(rng.integers(0, 6, n)))
+    assert expected(toks, cfg) != expected(toks, cfg.replace(cluster_cap=None))
+    got, _, _ = run(cfg, toks, cross="both", seed=cap)
+    assert max(int(g["count"]) for g in got) == cap
+
+
+def test_cluster_cap_by_hand():
+    """Cap 2, five equal hashes: tokens 1-2 fill cluster 0, token 3 opens cluster 1 (its
+    nearest, cluster 0, is full), token 4 joins cluster 1 (a tie at distance 0: the most
+    recent), token 5 opens cluster 2; a sixth hash 1 bit away joins cluster 2."""
+    cfg = point(n_hp=8, hcu_lanes=2, window=4, th_hd=2, cluster_cap=2)
+    toks = [Token(0x3C, first=1), *[Token(0x3C)] * 4, Token(0x3D, last=1)]
+    got, _, perf = run(cfg, toks)
+    assert [(g["cluster"], g["opened"], g["distance"], g["count"]) for g in got] == [
+        (0, 1, 9, 1), (0, 0, 0, 2), (1, 1, 0, 1), (1, 0, 0, 2), (2, 1, 0, 1), (2, 0, 1, 2)]
+    assert perf["opened"] == 3
+
+
 @pytest.mark.parametrize("name", ["h16-l4-w16", "h8-l1-w4", "h32-l16-w16"])
 def test_unwritten_window_slots_do_not_matter(name):
     """The window memory powered up with random words (what a 4-state simulator sees as X):

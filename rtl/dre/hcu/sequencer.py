@@ -36,7 +36,7 @@ class HcuSequencer(wiring.Component):
     def __init__(self, *, entry, token_layout, ctx_layout, header_layout, ctx_bits: int,
                  lanes: int, window: int, layers: int, layer_bits: int, n_hp: int,
                  step_bits: int, id_bits: int, token_bits: int, dist_bits: int,
-                 addr_bits: int, counter_bits: int):
+                 addr_bits: int, counter_bits: int, count_bits: int):
         self._entry, self._header = entry, header_layout
         self._lanes, self._window, self._layers = lanes, window, layers
         self._step_bits, self._id_bits, self._token_bits = step_bits, id_bits, token_bits
@@ -49,6 +49,7 @@ class HcuSequencer(wiring.Component):
             "nxt": In(token_layout), "nxt_valid": In(1), "inb_valid": In(1),
             "nxt_layer": In(layer_bits), "i_valid": In(1),
             "reg_th_hd": In(dist_bits), "reg_max_age": In(step_bits), "reg_age_limit": In(1),
+            "reg_cluster_cap": In(count_bits),
             "ctx_cmd": In(stream.Signature(ctx_layout)),
             "ctx_in": In(stream.Signature(ctx_bits)),
             "ctx_out": Out(stream.Signature(ctx_bits)),
@@ -61,6 +62,7 @@ class HcuSequencer(wiring.Component):
             "cur": Out(token_layout), "token": Out(token_bits, init=(1 << token_bits) - 1),
             "n_cur": Out(id_bits), "n_hi_m1": Out(id_bits - self._wlog),
             "th_hd_r": Out(dist_bits), "max_age_r": Out(step_bits), "age_limit_r": Out(1),
+            "cluster_cap_r": Out(count_bits),
             "ctx_busy": Out(1), "refuse": Out(1),
             "ctx_apply": Out(1), "ctx_layer": Out(layer_bits), "ctx_step": Out(step_bits),
             "w_load": Out(WriteSignature(entry, lanes, addr_bits)),
@@ -152,7 +154,8 @@ class HcuSequencer(wiring.Component):
             # after reset), so a change while tokens are in flight applies from the next run
             with m.If(nxt.first | ~s.regs_taken):
                 m.d.sync += [self.th_hd_r.eq(self.reg_th_hd), self.max_age_r.eq(self.reg_max_age),
-                             self.age_limit_r.eq(self.reg_age_limit), s.regs_taken.eq(1)]
+                             self.age_limit_r.eq(self.reg_age_limit),
+                             self.cluster_cap_r.eq(self.reg_cluster_cap), s.regs_taken.eq(1)]
         m.d.sync += [s.idle.eq(0), s.ready.eq(0)]
 
     def _idle_state(self, m, s):

@@ -72,12 +72,12 @@ class HcuTournament(wiring.Component):
     row's winner take it."""
 
     def __init__(self, *, lane, lanes: int, layers: int, window: int, dist_bits: int,
-                 layer_bits: int):
+                 layer_bits: int, count_bits: int):
         self._lanes, self._layers = lanes, layers
         self._wlog = (window - 1).bit_length()
         super().__init__({
             "i_lanes": In(LanesSignature(lane, lanes)),
-            "join_below": In(dist_bits),
+            "join_below": In(dist_bits), "cap": In(count_bits),
             "start": In(1), "start_layer": In(layer_bits), "fresh": In(1),
             "layer": In(layer_bits),
             "o_best": Out(BestSignature(lane, lanes, layers)),
@@ -160,9 +160,10 @@ class HcuTournament(wiring.Component):
         merged, take = Signal(), Signal()
         m.d.comb += take.eq(s3_valid & (self.fresh | ~Mux(merged, beats_s3, beats_best)))
         m.d.sync += merged.eq(take)
-        # whether the token joins best's cluster, registered with it
+        # whether the token joins best's cluster, registered with it: close enough, and (with
+        # a cap) the cluster not yet full, one compare of the row winner's count
         with m.If(take):
-            joins = s3.joins
+            joins = s3.joins & ((self.cap == 0) | (s3.count < self.cap))
             m.d.sync += [o.best.eq(s3), o.join.eq(joins),
                          o.row0.eq(s3.rank.key[lane_log:wlog] == 0),
                          o.lanes.eq(Const(1, N) << (s3.rank.key[:lane_log] if lane_log else 0)),

@@ -79,8 +79,11 @@ class HashClusterUnit(wiring.Component):
     Attributes
         ``i`` (in stream: ``hash``, ``layer``, ``step``, ``first``, ``last``); ``o`` (out
         stream: ``token``, ``cluster``, ``opened``, ``distance``, ``count``, ``layer``,
-        ``first``, ``last``); ``th_hd``, ``max_age``, ``age_limit`` run-time registers
-        (``Config.block_registers("hcu")``), taken with each run's ``first`` token; ``perf``
+        ``first``, ``last``); ``th_hd``, ``max_age``, ``age_limit`` and ``cluster_cap``
+        run-time registers (``Config.block_registers("hcu")``), taken with each run's
+        ``first`` token (``cluster_cap``: a token whose winner already has that many members
+        opens a cluster instead of joining it, one compare of the winner's count; 0: no
+        cap); ``perf``
         counters: cycles ``busy``, cycles ``stalled`` on ``o``, ``comparisons`` made (window
         entries scanned), clusters ``opened``, tokens ``joined``.
 
@@ -140,6 +143,7 @@ class HashClusterUnit(wiring.Component):
             "th_hd": In(dist_bits),
             "max_age": In(step_bits),
             "age_limit": In(1),
+            "cluster_cap": In(count_bits),
             "error": Out(1),
             "error_code": Out(2),
             "perf": Out(self.perf_layout),
@@ -192,7 +196,8 @@ class HashClusterUnit(wiring.Component):
             header_layout=self.header_layout, ctx_bits=self.ctx_bits, layers=Lh,
             layer_bits=self._layer_bits, n_hp=self._n_hp, step_bits=self._step_bits,
             id_bits=self._id_bits, token_bits=self._token_bits, dist_bits=self._dist_bits,
-            addr_bits=addr_bits, counter_bits=self._counter_bits, **common)
+            addr_bits=addr_bits, counter_bits=self._counter_bits, count_bits=self._count_bits,
+            **common)
         m.submodules.window = window = HcuWindow(
             entry=self.entry_layout, key=self.key_layout, count_word=self._count_word,
             lanes=N, depth=depth, beat_bits=beat_bits, init=self.window_init)
@@ -201,7 +206,7 @@ class HashClusterUnit(wiring.Component):
             id_bits=self._id_bits, beat_bits=beat_bits, **common)
         m.submodules.tournament = tour = HcuTournament(
             lane=lane, layers=Lh, dist_bits=self._dist_bits, layer_bits=self._layer_bits,
-            **common)
+            count_bits=self._count_bits, **common)
         m.submodules.decision = dec = HcuDecision(
             entry=self.entry_layout, lane=lane, layers=Lh, n_hp=self._n_hp,
             count_bits=self._count_bits, id_bits=self._id_bits, token_layout=self.in_layout,
@@ -230,7 +235,7 @@ class HashClusterUnit(wiring.Component):
             seq.inb_valid.eq(tokens.inb_valid), seq.nxt_layer.eq(tokens.nxt_layer),
             seq.i_valid.eq(self.i.valid), seq.ctx_last_step.eq(tokens.ctx_last_step),
             seq.reg_th_hd.eq(self.th_hd), seq.reg_max_age.eq(self.max_age),
-            seq.reg_age_limit.eq(self.age_limit),
+            seq.reg_age_limit.eq(self.age_limit), seq.reg_cluster_cap.eq(self.cluster_cap),
             seq.o_ready.eq(self.o.ready), self.o.valid.eq(seq.o_valid),
             self.o.payload.eq(dec.beat),
             seq.join.eq(tour.o_best.join), seq.opens.eq(tour.o_best.opens),
@@ -241,7 +246,7 @@ class HashClusterUnit(wiring.Component):
             lanes.hash.eq(cur.hash), lanes.step.eq(cur.step), lanes.n_cur.eq(seq.n_cur),
             lanes.r.eq(seq.n_cur[:len(lanes.r)]), lanes.oldest_age.eq(seq.max_age_r),
             lanes.age_on.eq(seq.age_limit_r),
-            tour.join_below.eq(seq.th_hd_r), tour.start.eq(seq.start),
+            tour.join_below.eq(seq.th_hd_r), tour.cap.eq(seq.cluster_cap_r), tour.start.eq(seq.start),
             tour.start_layer.eq(tokens.nxt.layer), tour.fresh.eq(seq.fresh),
             tour.layer.eq(cur.layer),
             dec.cur.eq(cur), dec.token.eq(seq.token), dec.n_cur.eq(seq.n_cur),
