@@ -8,6 +8,13 @@ Predictors (``unit_scores``):
 
 - ``resv``: ReSV's clusters as the golden job's integer run formed them (select-first order:
   the clusters of the tokens before the step), scored by their mean post-RoPE key.
+- ``resv_cap``: the same with the HCU's cluster-size cap (``Config.cluster_cap`` = ``CAP``):
+  a run of its own, whose smaller clusters cost more candidates (more keys scored).
+- ``resv_spread``: ReSV's clusters scored by an estimate of their members' mean softmax
+  weight rather than the mean key's: the mean key's score plus a spread term, half the
+  squared query norm (scaled as the scores) times the cluster's mean squared member distance
+  from the mean key over the head dimension (``log E[exp(q.k)]`` for members spread evenly
+  about the mean key): a scalar beside each representative, no more keys scored.
 - ``tokens``: every past token by its exact score: the oracle's predictor, and ReSV's without
   clusters.
 - ``quest``: 16-token pages in arrival order by Quest's upper bound (min and max key a page).
@@ -42,7 +49,10 @@ from .trace import Trace
 __all__ = ["PREDICTORS", "POLICIES", "factorial_masks", "unit_scores", "select",
            "stage_ratios"]
 
-PREDICTORS = ("resv", "tokens", "quest", "infinigen", "rekv")
+PREDICTORS = ("resv", "resv_cap", "resv_spread", "tokens", "quest", "infinigen", "rekv")
+CAP = 8                 # resv_cap's cluster-size cap (members)
+# the predictors that score ReSV's clusters (their own run's, for resv_cap)
+CLUSTERED = ("resv", "resv_cap", "resv_spread")
 POLICIES = ("fraction", "count", "wicsum")
 TH_R = 0.3
 PAGE = 16
@@ -79,7 +89,7 @@ def unit_scores(pred: str, ctx: _Context, l: int, s: int, h: int):
     K = tr.k[l, h].astype(np.float64)
     past = np.arange(ns, lo)
     if pred in ("tokens", "infinigen"):
-        units = [np.array([t]) for t in past]
+        units = past[:, None]                           # a unit a token: one array, a row each
         if pred == "tokens":
             return units, rows @ K[past].T * ctx.scale
         A, dm = ctx.turn[(l, h)], ctx.dims[(l, h)]
@@ -92,12 +102,25 @@ def unit_scores(pred: str, ctx: _Context, l: int, s: int, h: int):
         units = [np.arange(max(int(ctx.b[u]), ns), int(ctx.b[u + 1])) for u in steps]
         keys = np.array([K[u].mean(axis=0) for u in units])
         return units, rows.mean(axis=0, keepdims=True) @ keys.T
-    if pred == "resv":
+    if pred in CLUSTERED:
         own = ctx.cluster_of[l, h // ctx.hpg, ns:lo]
-        ids = np.unique(own[own >= 0])
-        units = [past[own == c] for c in ids]
-        reps = np.array([K[u].mean(axis=0) for u in units]).reshape(len(units), -1)
-        return units, rows @ reps.T * ctx.scale
+        keep = own >= 0
+        ids, inv = np.unique(own[keep], return_inverse=True)
+        order = np.argsort(inv, kind="stable")          # members by cluster, in token order
+        starts = np.searchsorted(inv[order], np.arange(len(ids)))
+        members = past[keep][order]
+        units = np.split(members, starts[1:])
+        Km = K[members]
+        sizes = np.diff(np.append(starts, len(members)))[:, None]
+        reps = (np.add.reduceat(Km, starts, axis=0) / sizes if len(ids)
+                else np.zeros((0, tr.head_dim)))
+        scores = rows @ reps.T * ctx.scale
+        if pred == "resv_spread":       # + |q|^2 scale^2 var / 2, var per dimension
+            sq = np.add.reduceat((Km ** 2).sum(axis=1), starts) if len(ids) else np.zeros(0)
+            var = (sq / sizes[:, 0] - (reps ** 2).sum(axis=1)) / tr.head_dim
+            scores = scores + 0.5 * (rows ** 2).sum(axis=1, keepdims=True) * ctx.scale ** 2 \
+                * var[None, :]
+        return units, scores
     raise ValueError(f"unknown predictor {pred!r}")
 
 
@@ -109,26 +132,45 @@ def _ranked(scores: np.ndarray) -> np.ndarray:
     return np.argsort(-p.mean(axis=0), kind="stable")
 
 
+def _take(units, which) -> np.ndarray:
+    """The tokens of the units ``which`` (indices), in that order."""
+    if isinstance(units, np.ndarray):                   # equal units, a row each
+        return units[which].ravel()
+    return np.concatenate([units[i] for i in which] or [np.zeros(0, np.int64)])
+
+
+def _sizes(units) -> np.ndarray:
+    return (np.full(len(units), units.shape[1]) if isinstance(units, np.ndarray)
+            else np.array([len(u) for u in units]))
+
+
+def _wicsum(units, scores, sizes) -> np.ndarray:
+    """The WiCSum policy: per row the units whose weighted cumulative sum reaches Th_r of
+    the row's total, the rows' union."""
+    w = np.exp(scores - scores.max(axis=1, keepdims=True))
+    n = np.broadcast_to(sizes, w.shape)
+    sel = wicsum_exact_sweep(w, n, np.ones(w.shape, bool), [TH_R])[0].any(axis=0)
+    return _take(units, np.flatnonzero(sel))
+
+
+def _budget(units, order, sizes, want: int) -> np.ndarray:
+    """Whole units in rank order (``order``) while fewer than ``want`` tokens are taken."""
+    before = np.concatenate([[0], np.cumsum(sizes[order])[:-1]])
+    return _take(units, order[before < want])
+
+
 def select(policy: str, units, scores, *, available: int, count: int,
            fraction: float = 0.3) -> np.ndarray:
-    """The past tokens ``policy`` takes from the scored ``units`` (``available`` past tokens;
-    ``count``: ReSV's count here; ``fraction``: the fixed fraction)."""
-    if not units:
+    """The past tokens ``policy`` takes from the scored ``units`` (a list of token arrays, or
+    one array of a unit a row; ``available`` past tokens; ``count``: ReSV's count here;
+    ``fraction``: the fixed fraction)."""
+    if not len(units):
         return np.zeros(0, np.int64)
-    sizes = np.array([len(u) for u in units])
+    sizes = _sizes(units)
     if policy == "wicsum":
-        w = np.exp(scores - scores.max(axis=1, keepdims=True))
-        n = np.broadcast_to(sizes, w.shape)
-        sel = wicsum_exact_sweep(w, n, np.ones(w.shape, bool), [TH_R])[0].any(axis=0)
-        return np.concatenate([u for u, k in zip(units, sel) if k] or [np.zeros(0, np.int64)])
+        return _wicsum(units, scores, sizes)
     want = baselines.budget(fraction, available) if policy == "fraction" else count
-    taken, got = [], 0
-    for i in _ranked(scores):
-        if got >= want:
-            break
-        taken.append(units[i])
-        got += sizes[i]
-    return np.concatenate(taken) if taken else np.zeros(0, np.int64)
+    return _budget(units, _ranked(scores), sizes, want)
 
 
 def stage_ratios(trace: Trace, n_sink: int, mask: np.ndarray) -> dict:
@@ -144,12 +186,13 @@ def stage_ratios(trace: Trace, n_sink: int, mask: np.ndarray) -> dict:
 
 
 def factorial_masks(trace: Trace, n_sink: int, runs: list, hpg: int,
-                    predictors=PREDICTORS, policies=POLICIES) -> dict:
+                    predictors=PREDICTORS, policies=POLICIES, capped=None) -> dict:
     """``{(seed, predictor, policy): bool [L, S, Hkv, T]}`` for each of ``runs``:
     ``(resv_mask, cluster_of)`` of ReSV's run at a hyperplane seed (its selection, whose
     counts and ratios the policies take, and its clusters ``[L, groups, T]``); ``hpg`` KV
-    heads a hash group. A predictor other than ``resv`` does not depend on the seed: it
-    scores once for every seed's policies."""
+    heads a hash group; ``capped``: each seed's clusters of the run with the cap (for
+    ``resv_cap``). A predictor not on clusters does not depend on the seed: it scores once
+    for every seed's policies."""
     ctx = _Context(trace, n_sink, runs[0][1], hpg)
     ratios = [stage_ratios(trace, n_sink, m) for m, _ in runs]
     stage = trace.step_stage()
@@ -164,13 +207,22 @@ def factorial_masks(trace: Trace, n_sink: int, runs: list, hpg: int,
             for h in range(trace.n_kv_heads):
                 counts = [int(m[l, s, h, n_sink:lo].sum()) for m, _ in runs]
                 for p in predictors:
-                    scored = None
+                    ranked = None
                     for k, (_, clusters) in enumerate(runs):
-                        if scored is None or p == "resv":
-                            ctx.cluster_of = clusters
-                            scored = unit_scores(p, ctx, l, s, h)
+                        # (a predictor not on clusters scores, ranks and takes its WiCSum
+                        # units once for every seed: only the budgets differ by seed)
+                        if ranked is None or p in CLUSTERED:
+                            ctx.cluster_of = capped[k] if p == "resv_cap" else clusters
+                            units, scores = unit_scores(p, ctx, l, s, h)
+                            sizes = _sizes(units)
+                            ranked = _ranked(scores) if len(units) else None
+                            wic = (_wicsum(units, scores, sizes) if len(units) and
+                                   "wicsum" in policies else np.zeros(0, np.int64))
                         for q in policies:
-                            tok = select(q, *scored, available=lo - n_sink, count=counts[k],
-                                         fraction=ratios[k][stage[s]])
+                            if ranked is None:
+                                continue
+                            want = (baselines.budget(ratios[k][stage[s]], lo - n_sink)
+                                    if q == "fraction" else counts[k])
+                            tok = wic if q == "wicsum" else _budget(units, ranked, sizes, want)
                             out[(k, p, q)][l, s, h, tok] = True
     return out

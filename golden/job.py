@@ -12,7 +12,7 @@ import numpy as np
 
 from . import baselines
 from vrex.config import Config
-from .factorial import POLICIES, PREDICTORS, factorial_masks
+from .factorial import CAP, POLICIES, PREDICTORS, factorial_masks
 from .seeds import over_seeds
 from .kvmu import fetch_cost, simulate_layout
 from .metrics import aggregate, evaluate
@@ -143,6 +143,11 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         # the same Th_r with exact WiCSum (integer and float), beside the bucketed walk's
         tasks[name + "_exact"] = partial(run_resv, trace, qt, cfg.replace(wicsum="exact"),
                                          [cfg.th_r])
+    # the HCU's cluster-size cap at every seed: the factorial's resv_cap predictor
+    for k in range(seeds):
+        c = cfgs["resv"]
+        tasks[f"resv_cap{k}"] = partial(run_resv, trace, qt, c.replace(
+            hp_seed=c.hp_seed + k, cluster_cap=CAP), [c.th_r])
     for name, fn in (("oracle_topk", baselines.oracle_topk),
                      ("quest", lambda t, n, f: baselines.quest(t, n, f, page=QUEST_PAGE)),
                      ("infinigen", lambda t, n, f: baselines.infinigen(t, n, f,
@@ -213,7 +218,10 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     hpg = trace.n_kv_heads // base.cfg.hash_groups
     seed_runs = [base] + [runs[f"resv_seed{k}"] for k in range(1, seeds)]
     pairs = [(r.masks[r.cfg.th_r], r.cluster_of) for r in seed_runs]
-    for part in map_forked(lambda p: factorial_masks(trace, n_sink, pairs, hpg, predictors=[p]),
+    cap_runs = [runs[f"resv_cap{k}"] for k in range(seeds)]
+    capped = [r.cluster_of for r in cap_runs]
+    for part in map_forked(lambda p: factorial_masks(trace, n_sink, pairs, hpg, predictors=[p],
+                                                     capped=capped),
                            PREDICTORS, jobs):
         for (k, p, q), m in part.items():
             masks[(f"{'fx' if k == 0 else f'fx{k}'}:{p}:{q}", None)] = m
@@ -296,7 +304,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         pareto[m] = pts
     summary["pareto"] = pareto
     summary["baseline_options"] = _options(masks, stats, stage)
-    summary["factorial"] = _factorial(trace, n_sink, stats, stage, seed_runs)
+    summary["factorial"] = _factorial(trace, n_sink, stats, stage, seed_runs, cap_runs)
     summary["matched"] = matched_ratio(pareto)
     summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
@@ -332,17 +340,19 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     return summary
 
 
-def _factorial(trace, n_sink: int, stats: dict, stage, seed_runs: list) -> dict:
+def _factorial(trace, n_sink: int, stats: dict, stage, seed_runs: list, cap_runs: list) -> dict:
     """Per predictor and policy, per stage, the mean over the hyperplane seeds (``seed_runs``:
-    ReSV's run of each, its counts and clusters) of the retrieval ratio, relative L2 error,
-    mass recall, output cosine and prediction cost (key share), and the error's range."""
+    ReSV's run of each, its counts and clusters; ``cap_runs``: the same with the cluster-size
+    cap) of the retrieval ratio, relative L2 error, mass recall, output cosine and prediction
+    cost (key share), and the error's range."""
     figs = ("retrieval_ratio", "output_rel_l2", "mass_recall", "output_cosine", "key_share")
     out = {}
     for p in PREDICTORS:
         for q in POLICIES:
             per = []
             for k, run in enumerate(seed_runs):
-                kw = ({"candidates": run.candidates} if p == "resv" else {})
+                kw = ({"candidates": run.candidates} if p in ("resv", "resv_spread") else
+                      {"candidates": cap_runs[k].candidates} if p == "resv_cap" else {})
                 keys = baselines.prediction_keys("oracle_topk" if p == "tokens" else p, trace,
                                                  n_sink, page=QUEST_PAGE,
                                                  r_frac=INFINIGEN_DIMS, **kw)

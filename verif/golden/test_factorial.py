@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from golden import baselines
-from golden.factorial import POLICIES, PREDICTORS, factorial_masks, select, stage_ratios
+from golden.factorial import (CAP, POLICIES, PREDICTORS, _Context, factorial_masks, select,
+                              stage_ratios, unit_scores)
 from golden.resv import run_resv, sink_count
 from golden.trace import quantise, synthetic_trace
 from vrex.config import Config
@@ -19,34 +20,70 @@ def case():
     n_sink = sink_count(tr, cfg)
     hpg = tr.n_kv_heads // cfg.hash_groups
     other = run_resv(tr, quantise(tr), cfg.replace(hp_seed=cfg.hp_seed + 1), [cfg.th_r])
+    capped = [run_resv(tr, quantise(tr), c.replace(cluster_cap=CAP), [cfg.th_r]).cluster_of
+              for c in (cfg, cfg.replace(hp_seed=cfg.hp_seed + 1))]
     both = factorial_masks(tr, n_sink, [(run.masks[cfg.th_r], run.cluster_of),
-                                        (other.masks[cfg.th_r], other.cluster_of)], hpg)
+                                        (other.masks[cfg.th_r], other.cluster_of)], hpg,
+                           capped=capped)
     fx = {(p, q): m for (k, p, q), m in both.items() if k == 0}
-    alone = factorial_masks(tr, n_sink, [(other.masks[cfg.th_r], other.cluster_of)], hpg)
+    alone = factorial_masks(tr, n_sink, [(other.masks[cfg.th_r], other.cluster_of)], hpg,
+                            capped=capped[1:])
     # a second seed's cells are those of a run of that seed alone
     assert all((both[(1, p, q)] == alone[(0, p, q)]).all() for p in PREDICTORS for q in POLICIES)
-    return tr, cfg, run, n_sink, fx
+    return tr, cfg, run, n_sink, fx, capped[0]
 
 
 def test_every_cell(case):
-    tr, cfg, run, n_sink, fx = case
+    tr, cfg, run, n_sink, fx, _ = case
     assert set(fx) == {(p, q) for p in PREDICTORS for q in POLICIES}
 
 
 def test_resv_under_its_own_policy_is_resv(case):
     """ReSV's clusters under WiCSum at Th_r 0.3 (float, exact) are the golden model's float
     run on the integer run's clusters, token for token."""
-    tr, cfg, run, n_sink, fx = case
+    tr, cfg, run, n_sink, fx, capped = case
     ref = run_resv(tr, None, cfg.replace(numerics="float", wicsum="exact"), [cfg.th_r],
                    partition=run.cluster_of).masks[cfg.th_r]
     assert (fx[("resv", "wicsum")] == ref).all()
+    # the capped clusters likewise: the float run on them; no cluster past the cap
+    ref = run_resv(tr, None, cfg.replace(numerics="float", wicsum="exact"), [cfg.th_r],
+                   partition=capped).masks[cfg.th_r]
+    assert (fx[("resv_cap", "wicsum")] == ref).all()
+    largest = max(np.unique(c[c >= 0], return_counts=True)[1].max()      # ids per layer, group
+                  for c in capped.reshape(-1, capped.shape[-1]))
+    assert largest == CAP
+    assert not (fx[("resv_cap", "wicsum")] == fx[("resv", "wicsum")]).all()
+
+
+def test_spread_term(case):
+    """resv_spread's scores are resv's plus, per cluster and row, half the squared query norm
+    times the squared scale times the members' mean squared distance from their mean key per
+    dimension, computed here from the trace directly for every (layer, step, KV head)."""
+    tr, cfg, run, n_sink, fx, _ = case
+    ctx = _Context(tr, n_sink, run.cluster_of, tr.n_kv_heads // cfg.hash_groups)
+    b, G, d = tr.step_bounds(), tr.n_q_heads // tr.n_kv_heads, tr.head_dim
+    checked = 0
+    for l in range(tr.n_layers):
+        for s in range(2, tr.n_steps):
+            for h in range(tr.n_kv_heads):
+                units, base = unit_scores("resv", ctx, l, s, h)
+                units2, sc = unit_scores("resv_spread", ctx, l, s, h)
+                assert all((u == v).all() for u, v in zip(units, units2))
+                q = tr.q[l, h * G:(h + 1) * G, b[s]:b[s + 1]].reshape(-1, d).astype(float)
+                for j, u in enumerate(units):
+                    k = tr.k[l, h, u].astype(float)
+                    var = ((k - k.mean(axis=0)) ** 2).sum() / len(u) / d
+                    want = base[:, j] + 0.5 * (q * q).sum(axis=1) / d * var
+                    assert np.allclose(sc[:, j], want, rtol=1e-9, atol=1e-9)
+                    checked += len(u) > 1
+    assert checked > 10
 
 
 def test_count_and_fraction_budgets(case):
     """Count-matched: at least ReSV's count at every (layer, step, KV head), over it by less
     than one unit (a page is 16 tokens, a step's tokens, a cluster its members); fraction:
     exactly the budget of ReSV's ratio in the step's stage for token predictors."""
-    tr, cfg, run, n_sink, fx = case
+    tr, cfg, run, n_sink, fx, _ = case
     resv = run.masks[cfg.th_r]
     b, stage = tr.step_bounds(), tr.step_stage()
     ratio = stage_ratios(tr, n_sink, resv)

@@ -92,7 +92,8 @@ def test_job_on_synthetic(tmp_path):
     assert set(opts["infinigen"]) == {"reference", "sparse_first_layers", "no_skew",
                                       "per_step_dims", "adaptive_alpha"}
     fx = sm["factorial"]   # every predictor under every policy, every figure per stage
-    assert set(fx) == {"resv", "tokens", "quest", "infinigen", "rekv"}
+    assert set(fx) == {"resv", "resv_cap", "resv_spread", "tokens", "quest", "infinigen",
+                       "rekv"}
     for p, by in fx.items():
         assert set(by) == {"fraction", "count", "wicsum"}
         assert set(by["count"]["frame"]) == {"retrieval_ratio", "output_rel_l2", "mass_recall",

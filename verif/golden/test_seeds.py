@@ -34,7 +34,8 @@ def test_job_reports_every_comparison_over_its_seeds(tmp_path):
             assert len(row["resv"]["values"]) == 2
             assert set(BASELINES) <= set(row)
         cnt = sp["count"][st]
-        assert set(cnt) == {"resv", "tokens", "quest", "infinigen", "rekv"}
+        assert set(cnt) == {"resv", "resv_cap", "resv_spread", "tokens", "quest", "infinigen",
+                            "rekv"}
         assert all(len(v["values"]) == 2 for v in cnt.values() if v["mean"] is not None)
     with pytest.raises(ValueError, match="seeds must be at least 1"):
         run_job(tr, None, progress=False, figures=False, seeds=0)
