@@ -92,7 +92,8 @@ bench: $(STAMP)
 # the paper's setting -> build/bench/cycles.json, cycles.png
 cycles: $(STAMP)
 	$(PY) -m verif.core.cycles --jobs $(JOBS)
-	$(PY) -m vrex.figures update --cycles build/bench/cycles.json
+	$(PY) -m golden.batch
+	$(PY) -m vrex.figures update --cycles build/bench/cycles.json --batch build/bench/batch.json
 
 # the bus and stream rules of every block proven with SymbiYosys (verif/formal/): bounded
 # proofs, covers, k-induction where it closes -> build/formal/report.{json,md}

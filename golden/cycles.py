@@ -463,8 +463,11 @@ PAPER = dict(
 )
 
 
-def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) -> dict:
-    """A frame through the LLM at each cache size (``PAPER``, overridden by ``over``).
+def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), batch: int = 1,
+                  **over) -> dict:
+    """A frame through the LLM at each cache size (``PAPER``, overridden by ``over``), of
+    each of ``batch`` streams served together (``golden.batch``): the weights streamed once a
+    batch step, every stream's heads, hashes, stores, bytes and SSD reads on the same cores.
 
     The core's cycles per layer come from the fitted model at the paper's geometry, for one
     KV head per core (prediction and attention; the hash and the stores of the layer's
@@ -479,7 +482,7 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
     P = dict(PAPER, **over)
     n, d, H = P["n"], P["head_dim"], P["n_kv_heads"]
     gq = P["n_q_heads"] // H
-    per_core = max(1, H // P["cores"])
+    per_core = max(1, -(-batch * H // P["cores"]))          # heads a core, every stream's
     one = dict(n=n, bus=P["bus"], d=d, gq=gq, hpg=H, G=1, H=per_core,
                hash_dim=H * d, n_hp=P["n_hp"], lanes=P["lanes"], reads=P["max_reads"],
                window=P["window"], hcu_lanes=P["hcu_lanes"],
@@ -490,7 +493,8 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
     t, L = P["frame_tokens"], P["n_layers"]
     params = (P["hidden"] * (P["n_q_heads"] + 2 * H) * d + P["n_q_heads"] * d * P["hidden"]
               + 3 * P["hidden"] * P["ffn"])
-    other = max(t * params / (n * n * P["cores"]), params * P["weight_bytes"] / P["shared_bus"])
+    other = max(batch * t * params / (n * n * P["cores"]),
+                params * P["weight_bytes"] / P["shared_bus"])
     out = []
     for cache in caches:
         past = cache - P["sinks"]
@@ -509,12 +513,14 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
                "saves": swaps, "loads": swaps, "opened": t / P["cluster_tokens"]}
         ph = predict(coef, features(row, one, P["latency"], centre=False))
         core = ph["predict"] + ph["attend"]
-        byts = H * (2 * passes * fetched * d * P["kv_bytes"] + C * 4 * d + gq * t * d * 3
-                    + 2 * t * d * P["kv_bytes"]) + t * H * d * (2 * P["kv_bytes"] + 8)
-        layer = max(core, byts / P["shared_bus"]) + ph["hash"] + ph["swap"] + ph["store"]
+        byts = batch * (H * (2 * passes * fetched * d * P["kv_bytes"] + C * 4 * d
+                             + gq * t * d * 3 + 2 * t * d * P["kv_bytes"])
+                        + t * H * d * (2 * P["kv_bytes"] + 8))
+        layer = max(core, byts / P["shared_bus"]) + batch * (ph["hash"] + ph["swap"]
+                                                              + ph["store"])
         far = max(0, past - P["near_capacity_tokens"]) / past if past else 0.0
-        ssd_s = (L * H * fetched * far * 2 * d * P["kv_bytes"] / (P["ssd_gbps"] * 1e9)
-                 + (P["ssd_latency_us"] * 1e-6 * L if far else 0.0))
+        ssd_s = batch * (L * H * fetched * far * 2 * d * P["kv_bytes"] / (P["ssd_gbps"] * 1e9)
+                         + (P["ssd_latency_us"] * 1e-6 * L if far else 0.0))
         frame_s = L * (layer + other) / hz + ssd_s
         macs = gq * t * 2 * l * d * per_core
         out.append({
@@ -525,7 +531,8 @@ def paper_setting(coef: dict, caches=(1024, 5120, 10240, 20480, 40960), **over) 
             "core_ms_per_frame": L * layer / hz * 1e3,
             "other_ms_per_frame": L * other / hz * 1e3,
             "ssd_ms_per_frame": ssd_s * 1e3,
-            "frame_ms": frame_s * 1e3, "fps": 1.0 / frame_s,
+            "frame_ms": frame_s * 1e3, "fps": 1.0 / frame_s, "batch": batch,
+            "fps_all_streams": batch / frame_s,
             "prediction_share_of_attention": ph["predict"] / ph["attend"],
             "prediction_share_of_compute": ph["predict"] / (layer + other),
             "attention_mac_utilisation": macs / (n * n * max(core, 1))})

@@ -24,6 +24,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # noqa: F401
@@ -406,8 +407,7 @@ def coverage_results(snap: dict) -> list[str]:
 
 def sweep_front(snap: dict, name: str = "bundled") -> list[str]:
     """A sweep's run and, per trace, its Pareto front and the default build's place."""
-    e = snap.get("entries", {}).get(f"sweep/{name}")
-    if not e:
+    if not (e := snap.get("entries", {}).get(f"sweep/{name}")):
         return [f"(the sweep `{name}` is not in the snapshot)"]
     v, r = e["values"], e["values"]["run"]
     labels = {"ecp5_lut4": "LUT4", "paper_frame_ms": "frame (ms)",
@@ -415,7 +415,7 @@ def sweep_front(snap: dict, name: str = "bundled") -> list[str]:
     out = [f"`{v['file']}` at `{e['commit']}`: {v['ok']} points measured, {v['refused']} "
            f"refused, {v['failed']} failed; {r['measured']} measurements and "
            f"{r['synthesised']} block builds on {r['workers']} Dask worker(s) in "
-           f"{_duration({'seconds': r['seconds']})} (the area cache empty)."]
+           f"{_duration({'seconds': r['seconds']})}."]
     for t, tr in v["traces"].items():
         out += ["", f"`{t}`: {len(tr['front'])} of {tr['points']} points on the front. "
                 + tr["default"], "",
@@ -432,14 +432,29 @@ def sweep_front(snap: dict, name: str = "bundled") -> list[str]:
     return out
 
 
+def paper_batch(snap: dict) -> list[str]:
+    """The paper's setting per batch (``golden.batch``) and cache: a step, fps of one / all."""
+    if not (e := snap.get("entries", {}).get("cycles/batch")):
+        return ["(golden.batch's table is not in the snapshot)"]
+    rows = e["values"]["rows"]
+    caches = sorted({r["cache_tokens"] for r in rows})
+    out = ["| batch | " + " | ".join(f"{c // 1024}K" for c in caches) + " |",
+           "|---|" + "---|" * len(caches)]
+    for b in sorted({r["batch"] for r in rows}):
+        by = {r["cache_tokens"]: r for r in rows if r["batch"] == b}
+        out.append(f"| {b} | " + " | ".join(
+            f"{by[c]['step_ms']:.1f} ms, {by[c]['fps']:.1f} / {by[c]['fps_all_streams']:.0f} fps"
+            for c in caches) + " |")
+    return out + ["", f"Each cell: a batch step (a frame of every stream), frames per second "
+                      f"of one stream / of all (`{e['commit']}`)."]
+
+
 def readme_sweep(snap: dict, name: str = "bundled") -> list[str]:
     """The README's two lines on the shipped sweep."""
-    e = snap.get("entries", {}).get(f"sweep/{name}")
-    if not e:
+    if not (e := snap.get("entries", {}).get(f"sweep/{name}")):
         return [f"(the sweep `{name}` is not in the snapshot)"]
     v, r = e["values"], e["values"]["run"]
     t, tr = next(iter(v["traces"].items()))
-    import textwrap
     return textwrap.wrap(
         f"{v['ok']} points on `{t}`, {len(tr['front'])} on the front. {tr['default']} "
         f"{r['measured']} measurements and {r['synthesised']} block builds took "
@@ -449,8 +464,7 @@ def readme_sweep(snap: dict, name: str = "bundled") -> list[str]:
 
 def sweep_scale(snap: dict, name: str = "bundled") -> list[str]:
     """How the sweep's measurements scaled from one worker to two (``sweep.scale``)."""
-    e = snap.get("entries", {}).get(f"sweep/{name}/scale")
-    if not e:
+    if not (e := snap.get("entries", {}).get(f"sweep/{name}/scale")):
         return [f"(the sweep `{name}`'s scaling is not in the snapshot)"]
     v = e["values"]
     ru, up = v["runs"], v["cluster_startup_s"]
@@ -474,7 +488,7 @@ def regions(snap: dict) -> dict:
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),
          "formal-results": formal_results(snap), "coverage-results": coverage_results(snap),
          "sweep-bundled": sweep_front(snap), "sweep-scale": sweep_scale(snap),
-         "readme-sweep": readme_sweep(snap)}
+         "readme-sweep": readme_sweep(snap), "paper-batch": paper_batch(snap)}
     for block, *_ in BLOCK_ROWS:
         r[f"{block}-measured"] = block_measured(snap, block)
     return r
@@ -532,6 +546,7 @@ def main(argv=None) -> int:
     u.add_argument("--formal", type=Path, help="make formal's report.json")
     u.add_argument("--coverage", type=Path, help="make coverage's report.json")
     u.add_argument("--sweep", type=Path, help="a sweep's folder (build/sweep/<name>/)")
+    u.add_argument("--batch", type=Path, help="golden.batch's batch.json")
     t = sub.add_parser("timing", help="record how long a make target took (seconds)")
     t.add_argument("target", choices=["setup", "demo", "test"] + [k for k, *_ in TARGETS])
     t.add_argument("seconds", type=float, help="wall time after set-up")
@@ -547,7 +562,7 @@ def main(argv=None) -> int:
         snap = load()
         done = update(snap, bench_dir=args.bench, synth_report=args.synth, cycles=args.cycles,
                       golden=args.golden, formal=args.formal, coverage=args.coverage,
-                      sweep=args.sweep)
+                      sweep=args.sweep, batch=args.batch)
         dump(snap)
         print(f"docs/figures.json: {', '.join(done) or 'nothing found to update'}")
         changed = render(snap)

@@ -222,12 +222,17 @@ def sweep_values(summ: dict) -> dict:
 def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | None = None,
            cycles: Path | None = None, golden: list | None = None,
            formal: Path | None = None, coverage: Path | None = None,
-           sweep: Path | None = None, docs_dir: Path | None = None) -> list[str]:
+           sweep: Path | None = None, docs_dir: Path | None = None,
+           batch: Path | None = None) -> list[str]:
     """Take the figures out of the reports that exist into ``snap``; the keys updated. A
     sweep's folder also gives its Pareto plot, copied to ``docs/sweep_<name>.png`` (in
     ``docs_dir``, default the repository's docs/)."""
     done = []
     entries = snap.setdefault("entries", {})
+    if batch is not None and Path(batch).exists():
+        b = json.loads(Path(batch).read_text())
+        entries["cycles/batch"] = entry(str(batch), None, {"rows": b["rows"]})
+        done.append("cycles/batch")
     if sweep is not None and (Path(sweep) / "summary.json").exists():
         import shutil
         summ = json.loads((Path(sweep) / "summary.json").read_text())

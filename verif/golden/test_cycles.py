@@ -115,6 +115,33 @@ def test_paper_setting_arithmetic():
     assert rep["assumptions"]["n"] == 64 and rep["assumptions"]["clock_mhz"] == 800
 
 
+def test_paper_setting_in_batches():
+    """Batch 1 is the single stream; a batch of 4 shares the weights (the LLM's other work
+    stays the weights' stream: its MACs, 4 frames of 10 tokens, are far below it), has four
+    times the heads on each core and four times the hashes, stores and bytes, and gives 4
+    frames a step (``golden.batch``)."""
+    from golden.batch import batch_table
+    coef = cycles.load_fit()
+    one = cycles.paper_setting(coef, caches=(1024, 40960))["frames"]
+    b1 = cycles.paper_setting(coef, caches=(1024, 40960), batch=1)["frames"]
+    b4 = cycles.paper_setting(coef, caches=(1024, 40960), batch=4)["frames"]
+    assert one == b1
+    P = cycles.PAPER
+    params = (P["hidden"] * (P["n_q_heads"] + 2 * P["n_kv_heads"]) * P["head_dim"]
+              + P["n_q_heads"] * P["head_dim"] * P["hidden"] + 3 * P["hidden"] * P["ffn"])
+    weights_ms = P["n_layers"] * params * P["weight_bytes"] / P["shared_bus"] \
+        / (P["clock_mhz"] * 1e3)
+    for x1, x4 in zip(b1, b4):
+        assert x1["other_ms_per_frame"] == x4["other_ms_per_frame"] == pytest.approx(weights_ms)
+        # (four heads a core: the later heads' counts lists hide behind the attention)
+        assert 3.5 * x1["core_ms_per_frame"] < x4["core_ms_per_frame"] \
+            <= 4 * x1["core_ms_per_frame"]
+        assert x4["fps_all_streams"] == pytest.approx(4 * x4["fps"])
+        assert x1["frame_ms"] < x4["frame_ms"] < 4 * x1["frame_ms"]
+    rows = batch_table(coef, batches=(1, 8), caches=(1024,))["rows"]
+    assert [r["batch"] for r in rows] == [1, 8] and rows[1]["fps_all_streams"] > 7 * rows[0]["fps"]
+
+
 def test_chunked_heads_have_their_own_terms():
     """A head whose set is longer than B: per row tile a maximum's and a sums' pass, a
     command per chunk (the fetched ones and the sinks and own tokens); its terms and not the
