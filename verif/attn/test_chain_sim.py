@@ -25,7 +25,7 @@ class HashChain(wiring.Component):
         e, h = self.engine.signature.members, self.hcu.signature.members
         super().__init__({"cmd": e["cmd"], "a": e["a"], "b": e["b"], "bias": e["bias"],
                           "o": h["o"], "th_hd": h["th_hd"], "max_age": h["max_age"],
-                          "age_limit": h["age_limit"]})
+                          "age_limit": h["age_limit"], "cluster_cap": h["cluster_cap"]})
         self.out_layout = self.hcu.out_layout
 
     def elaborate(self, platform):
@@ -37,6 +37,7 @@ class HashChain(wiring.Component):
         wiring.connect(m, self.hcu.o, wiring.flipped(self.o))
         m.d.comb += [self.hcu.th_hd.eq(self.th_hd), self.hcu.max_age.eq(self.max_age),
                      self.hcu.age_limit.eq(self.age_limit),
+                     self.hcu.cluster_cap.eq(self.cluster_cap),
                      self.engine.o_gemm.ready.eq(1)]
         return m
 
