@@ -115,8 +115,12 @@ def load_sweep(path, root=None) -> Sweep:
     base = doc.get("base") or {}
     if not isinstance(base, dict):
         fail(("base",), "base is a mapping of configuration fields")
-    for k, v in base.items():
-        _check_field(k, v, {}, geo, ("base", k), fail)
+    try:                        # the base's fields together (a window fits its lanes, ...)
+        point_config(base, geo)
+    except (ConfigError, TypeError) as e:
+        for k, v in base.items():       # a value no build accepts names its own line
+            _check_field(k, v, {}, geo, ("base", k), fail)
+        fail(("base",), f"base: {e}")
     grid = doc.get("grid") or {}
     if not isinstance(grid, dict):
         fail(("grid",), "grid is a mapping of a field to its list of values")

@@ -71,6 +71,8 @@ def _fresh(name):
     ("grid:\n  th_r: [0.1]\n  buckets: [8, 12]\n", 5, "buckets must be a positive power of two"),
     ("grid:\n  th_r: [0.1, 1.5]\n", 4, "th_r = 1.5: th_r must be a number from 0 to 1"),
     ("base:\n  n_layers: 4\ngrid:\n  th_r: [0.1]\n", 4, "n_layers comes from the trace"),
+    ("base:\n  hcu_lanes: 32\n  window: 16\ngrid:\n  th_r: [0.1]\n", 3,   # fine alone, not
+     "base: window must be at least hcu_lanes (32), not 16"),                # together
     ("grid:\n  th_r: [0.1]\nsample:\n  kind: sobol\n  points: 2\n  fields: {th_hd: [7]}\n",
      6, "sample kind must be 'lhs' or 'random'"),
     ("grid:\n  th_r: [0.1]\narea: [hcu, nope]\n", 5, "no block 'nope'"),
@@ -185,7 +187,7 @@ def test_a_worker_killed_mid_sweep_leaves_every_point_once(tiny, reference):
 
 
 def test_a_rerun_recomputes_nothing_and_areas_are_synthesised_once(tmp_path):
-    base = "base: {n_hp: 16, hcu_lanes: 4, window: 16}"
+    base = "base: {n_hp: 8, hcu_lanes: 1, window: 4}"         # a small HCU: quick to map
     sw = load_sweep(_file(tmp_path, f"""
         traces: [{BUNDLED}]
         {base}
