@@ -168,7 +168,8 @@ def block_area(block: str, fields: dict, geo: dict, cache: str, work: str) -> di
     if hit.exists():
         return json.loads(hit.read_text())
     from rtl import BLOCKS
-    from synth.run import KEEP_COPIES, _cells, _map_fpga, drop_zero_meminit
+    from synth.run import (KEEP_COPIES, _cells, _map_fpga, drop_zero_meminit, ecp5_counts,
+                           xc7_counts)
     from synth.wrap import PinWrapper
     from vrex.emit import write_verilog
     out = Path(work) / f"{block}-{key}"
@@ -182,14 +183,11 @@ def block_area(block: str, fields: dict, geo: dict, cache: str, work: str) -> di
         res["seconds"] += sec
         by, _ = _cells(out / f"{fam}_stat.json")
         res[fam] = by
-    e, x = res["ecp5"], res["xc7"]
-    res["cells"] = {
-        "ecp5_lut4": e.get("LUT4", 0), "ecp5_ff": e.get("TRELLIS_FF", 0),
-        "ecp5_bram": e.get("DP16KD", 0), "ecp5_dsp": e.get("MULT18X18D", 0) + e.get("ALU54B", 0),
-        "xc7_lut": sum(v for k, v in x.items() if k in {f"LUT{i}" for i in range(1, 7)}),
-        "xc7_ff": sum(v for k, v in x.items() if k in ("FDRE", "FDSE", "FDCE", "FDPE")),
-        "xc7_bram36": x.get("RAMB36E1", 0) + x.get("RAMB18E1", 0) / 2,
-        "xc7_dsp": x.get("DSP48E1", 0)}
+    # the synthesis report's figures, under the table's column names (AREA)
+    e, x = ecp5_counts(res["ecp5"]), xc7_counts(res["xc7"])
+    res["cells"] = {**{f"ecp5_{k}": e[k] for k in ("lut4", "ff", "bram", "dsp")},
+                    "xc7_lut": x["lut"], "xc7_ff": x["ff"], "xc7_bram36": x["bram36"],
+                    "xc7_dsp": x["dsp"]}
     Path(cache).mkdir(parents=True, exist_ok=True)
     tmp = hit.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(res, sort_keys=True))

@@ -193,10 +193,7 @@ def run_sweep(sweep: Sweep, out_dir, *, scheduler: str | None = None,
 def _run_local(todo, builds, cache, work, mopts, write) -> None:
     areas = {k: block_area(b, f, g, str(cache), str(work)) for k, (b, f, g) in builds.items()}
     for t in todo:
-        try:
-            got, err = measure(t.fields, t.trace, **mopts), None
-        except Exception as e:          # a point that fails is reported, not dropped
-            got, err = None, f"{type(e).__name__}: {e}"
+        got, err = _measure_safe(t.fields, t.trace, mopts)
         write(t, got, {b: areas[k] for b, k in t.areas.items()}, err)
 
 

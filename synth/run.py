@@ -141,6 +141,24 @@ def _map_fpga(family: str, top: str, read: str, out, json_out: str = ""):
     raise err
 
 
+def ecp5_counts(by: dict) -> dict:
+    """The ECP5 figures out of a ``stat -json`` cell count by type."""
+    return {"lut4": by.get("LUT4", 0), "carry": by.get("CCU2C", 0),
+            "ff": by.get("TRELLIS_FF", 0), "dsp": by.get("MULT18X18D", 0) + by.get("ALU54B", 0),
+            "bram": by.get("DP16KD", 0), "lutram": by.get("TRELLIS_DPR16X4", 0)}
+
+
+def xc7_counts(by: dict) -> dict:
+    """The 7-series figures out of a ``stat -json`` cell count by type."""
+    return {"lut": sum(v for k, v in by.items() if re.fullmatch(r"LUT[1-6]", k)),
+            "ff": sum(v for k, v in by.items() if re.fullmatch(r"FD[CPRS]E?", k)),
+            "carry4": by.get("CARRY4", 0),
+            "lutram": sum(v for k, v in by.items() if k.startswith("RAM") and
+                          not k.startswith("RAMB")),
+            "bram36": by.get("RAMB36E1", 0) + by.get("RAMB18E1", 0) / 2,
+            "dsp": by.get("DSP48E1", 0)}
+
+
 def synth_registered(name: str, cfg, out_dir, *, pnr: bool = True,
                      bram_outreg: bool | None = None) -> dict:
     """:func:`synth_block` of the registered block ``name`` built from ``cfg`` as its
@@ -250,11 +268,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, how=None) -> dic
                                                   f" -json {name}_ecp5.json")
     by, _ = _cells(out / "ecp5_stat.json")
     wrap_ff = sum(len(v) for v in _port_widths(block))
-    res["ecp5"] = {"lut4": by.get("LUT4", 0), "carry": by.get("CCU2C", 0),
-                   "ff": by.get("TRELLIS_FF", 0),
-                   "dsp": by.get("MULT18X18D", 0) + by.get("ALU54B", 0),
-                   "bram": by.get("DP16KD", 0), "lutram": by.get("TRELLIS_DPR16X4", 0),
-                   "wrapper_ff": wrap_ff}
+    res["ecp5"] = {**ecp5_counts(by), "wrapper_ff": wrap_ff}
     if ecp5_flow:
         res["ecp5"]["flow"] = ecp5_flow
     if how.bram_outreg:
@@ -316,13 +330,7 @@ def synth_block(name: str, block, out_dir, *, pnr: bool = True, how=None) -> dic
 
     res["seconds"]["xc7"], flow = _map_fpga("xc7", f"{name}_wrap", read, out)
     by, _ = _cells(out / "xc7_stat.json")
-    res["xc7"] = {"lut": sum(v for k, v in by.items() if re.fullmatch(r"LUT[1-6]", k)),
-                  "ff": sum(v for k, v in by.items() if re.fullmatch(r"FD[CPRS]E?", k)),
-                  "carry4": by.get("CARRY4", 0),
-                  "lutram": sum(v for k, v in by.items() if k.startswith("RAM") and
-                                not k.startswith("RAMB")),
-                  "bram36": by.get("RAMB36E1", 0) + by.get("RAMB18E1", 0) / 2,
-                  "dsp": by.get("DSP48E1", 0), "wrapper_ff": wrap_ff}
+    res["xc7"] = {**xc7_counts(by), "wrapper_ff": wrap_ff}
     if flow:
         res["xc7"]["flow"] = flow
 
