@@ -99,8 +99,11 @@ class LayerStep:
 
 def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
     """The golden model of the core over a stream: per step (outer) and layer, a
-    :class:`LayerStep`. ReSV as ``golden.resv.run_resv`` runs it (select with the HC table
-    as it stood before the step, then hash and cluster the step's own tokens), light
+    :class:`LayerStep`. ReSV as ``golden.resv.run_resv`` runs it in the configuration's
+    ``order`` (``select_first``: select with the HC table as it stood before the step, then
+    hash and cluster the step's own tokens; ``cluster_first``: the step's tokens clustered
+    first, the representative keys over every member, the counts and fetches the past
+    members'), light
     attention (D10, docs/numerics.md §10) of every query row over the sink tokens, its KV
     head's fetched past tokens and the step's own tokens up to itself, in the integer mode.
     ``outputs=False``: every size and selection, no attention (each head's ``o`` is None;
@@ -109,10 +112,9 @@ def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
     from .numerics import ExpUnit
     from .resv import run_resv, sink_count
     if cfg.timing != "same_layer" or cfg.scope != "kv_head" or cfg.numerics != "int" or \
-            cfg.order != "select_first" or \
             cfg.wicsum != "bucket":
         raise ValueError("the core runs numerics 'int', wicsum 'bucket', scope 'kv_head' and "
-                         "timing 'same_layer' and order 'select_first'")
+                         "timing 'same_layer'")
     recorded = []
     run = run_resv(trace, qt, cfg, [cfg.th_r], record_rows=recorded)
     by_key = {(r["layer"], r["step"], r["head"]): r for r in recorded}

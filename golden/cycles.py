@@ -349,12 +349,14 @@ def moved_blocks(golden_steps, cfg) -> list[tuple[int, int]]:
 WALK_CYCLES = 5
 
 
-def lists_ahead(golden_steps, max_tokens: int) -> list[bool]:
+def lists_ahead(golden_steps, max_tokens: int, order: str = "select_first") -> list[bool]:
     """Per descriptor of a stream queued as a whole: whether its first head's counts list is
     taken ahead, while the descriptor before it attends its last head: if that one's layer
     is another (its stores do not change this one's HC table) and both run (steps within
-    ``max_tokens``, the build's ``core_max_tokens``)."""
-    return [i > 0 and prev.layer != ls.layer and max(prev.step_len, ls.step_len) <= max_tokens
+    ``max_tokens``, the build's ``core_max_tokens``); never in the cluster-first ``order``
+    (a descriptor stores its own tokens before its lists)."""
+    return [order == "select_first" and i > 0 and prev.layer != ls.layer and
+            max(prev.step_len, ls.step_len) <= max_tokens
             for i, (prev, ls) in enumerate(zip([None] + list(golden_steps), golden_steps))]
 
 
@@ -379,7 +381,7 @@ def predict_descriptors(coef: dict, golden_steps, cfg, latency: int, centre: boo
     """:func:`predict_stream`'s cycles per phase, descriptor by descriptor."""
     from .core import window_moves
     g = _geometry(cfg)
-    ahead = (lists_ahead(golden_steps, cfg.core_max_tokens) if queued
+    ahead = (lists_ahead(golden_steps, cfg.core_max_tokens, cfg.order) if queued
              else [False] * len(golden_steps))
     opened, moved = opened_tokens(golden_steps), moved_blocks(golden_steps, cfg)
     out = []

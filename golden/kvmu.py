@@ -456,8 +456,10 @@ class KvmuReplay:
         return out
 
     def fetch(self, layer: int, group: int, head: int, owner: int, version: int,
-              first: bool, last: bool):
-        """One cluster of a fetch; returns the tokens it delivers (empty when dropped)."""
+              first: bool, last: bool, step: int = 0, past: bool = False):
+        """One cluster of a fetch; returns the tokens it delivers (empty when dropped).
+        ``past``: only its members from steps before ``step`` (its first ``past(step)`` in
+        storage order; a poisoned cluster, whose count stopped, all of them)."""
         if first:
             self._drop = version < self.newest.get(layer, version)
             self.counters["stale_dropped"] += self._drop
@@ -465,6 +467,9 @@ class KvmuReplay:
         if not self._drop:
             self.counters["fetched_clusters"] += 1
             tokens = cluster_tokens(self.mem, layer, group, owner)
+            rec = self.hc.get((layer, group, owner))
+            if past and rec is not None and not rec.poisoned:
+                tokens = tokens[:rec.past(step)]
             if tokens:
                 bursts, order = self.mem.fetch(None, layer, group * self.geo.heads_per_group
                                                + head, tokens)

@@ -59,6 +59,8 @@ class _Regs:
         self.rerr_resp = Signal(2)
         self.fetch_drop = Signal()
         self.fetch_err = Signal()
+        self.flim = Signal(u._count_bits)     # FETCH past: members left to deliver
+        self.flim_on = Signal()               # FETCH past: the limit applies
         self.drain = Signal(range(u._hpg * u.beats_per_token + 1))
         self.init_i = Signal(range(max(depth, u._near_slots) + 1))
         self.ci = Signal(range(u._clusters + 1))        # CAND: the cluster id visited

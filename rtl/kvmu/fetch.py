@@ -45,6 +45,11 @@ class FetchStates:
                 m.next = "F_DONE"
             with m.Else():
                 m.d.comb += ev.fetched_clusters.eq(1)
+                # ``past``: the members from steps before ``step`` only, the chain's first
+                # ones (a poisoned cluster's count stopped: all of them)
+                e = c.ct
+                pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
+                m.d.sync += [c.flim.eq(pst), c.flim_on.eq(cmd.past & ~e.poisoned)]
                 with m.If(c.ct.valid):
                     m.d.sync += c.bid.eq(c.ct.head)
                     m.next = "F_BT"
@@ -53,10 +58,13 @@ class FetchStates:
         self._table_read(m, "F_BT", "F_BT3")
         with m.State("F_BT3"):
             be = c.bt_q
-            m.d.sync += [c.be.eq(be), c.off.eq(0), c.rem.eq(be.fill << c.bpt_lg)]
-            with m.If(be.fill != 0):
+            cut = c.flim_on & (c.flim < be.fill)
+            take = Mux(cut, c.flim, be.fill)
+            m.d.sync += [c.be.eq(be), c.off.eq(0), c.rem.eq(take << c.bpt_lg),
+                         c.flim.eq(c.flim - take)]
+            with m.If(take != 0):
                 m.next = "F_OFF"
-            with m.Elif(be.has_next):
+            with m.Elif(be.has_next & ~cut):
                 m.d.sync += c.bid.eq(be.next)
                 m.next = "F_BT"
             with m.Else():
@@ -81,7 +89,7 @@ class FetchStates:
                 m.d.sync += [c.addr.eq(c.addr + (beats << c.bus_lg)), c.rem.eq(c.rem - beats),
                              c.off.eq(c.off + beats)]
                 with m.If(c.rem == beats):
-                    with m.If(c.be.has_next):
+                    with m.If(c.be.has_next & ~(c.flim_on & (c.flim == 0))):
                         m.d.sync += c.bid.eq(c.be.next)
                         m.next = "F_BT"
                     with m.Else():

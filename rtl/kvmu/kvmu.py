@@ -116,7 +116,7 @@ class KvMemoryManager(wiring.Component):
         self._cmd_layout = cmd = data.StructLayout({"op": 3, "layer": 8, "group": 8, "head": 8,
                                  "owner": id_bits, "token": token_bits, "step": step_bits,
                                  "version": version_bits, "first": 1, "last": 1,
-                                 "by_index": 1, "counts": 1})
+                                 "by_index": 1, "counts": 1, "past": 1})
         self._cand_layout = cand = data.StructLayout({
             "data": 8 * bus_bytes, "cluster": id_bits, "count": count_bits, "first": 1,
             "end": 1, "error": 1})

@@ -128,7 +128,8 @@ async def measure_queued(dut, tb, plans, serial: dict) -> dict:
                        "saved": one - perf["core_busy"],
                        "saved_pct": 100.0 * (one - perf["core_busy"]) / max(one, 1),
                        "ahead": perf["core_ahead"],
-                       "ahead_possible": sum(lists_ahead(plan.golden, plan.cfg.core_max_tokens)),
+                       "ahead_possible": sum(lists_ahead(plan.golden, plan.cfg.core_max_tokens,
+                                                          plan.cfg.order)),
                        "error_code": err, "pass": ok and err & 0xFF == 0}
     return out
 

@@ -43,28 +43,42 @@ def tiny_config(preset, **kw):
         wtu_row_entries=32, window=16, hcu_lanes=4), **kw})
 
 
-@pytest.mark.parametrize("preset, bus, n, latency, pauses, cap", [
-    ("paper", 16, 8, 0, 0.0, 2),            # with the HCU's cluster-size cap (TH_HD)
-    ("tuned", 8, 4, 7, 0.3, None),
+@pytest.mark.parametrize("preset, bus, n, latency, pauses, cap, order", [
+    ("paper", 16, 8, 0, 0.0, 2, "select_first"),    # the HCU's cluster-size cap (TH_HD)
+    ("tuned", 8, 4, 7, 0.3, None, "select_first"),
+    ("paper", 16, 8, 3, 0.3, None, "cluster_first"),  # (Th_r 0.5: where the order tells)
+    ("tuned", 8, 4, 0, 0.0, None, "cluster_first"),
 ])
-def test_core_end_to_end(preset, bus, n, latency, pauses, cap):
+def test_core_end_to_end(preset, bus, n, latency, pauses, cap, order):
     """A tiny stream (prompt, two frames, a question): every hash, cluster, selection,
-    fetched token and output row equals golden.core.run_stream; no error."""
+    fetched token and output row equals golden.core.run_stream; no error. Both orders: the
+    cluster-first one (the step's tokens hashed and stored before its heads score) changes
+    what the stream scores."""
     from golden.core import run_stream
     from .e2e import compare_run, plan_stream, synthetic_stream
     from .sim_core import run_core
     tr, qt = synthetic_stream(4, **TINY)
-    cfg = tiny_config(preset, kvmu_bus_bytes=bus, attn_n=n, cluster_cap=cap)
+    cfg = tiny_config(preset, kvmu_bus_bytes=bus, attn_n=n, cluster_cap=cap, order=order,
+                      **({"th_r": 0.5} if order == "cluster_first" else {}))
     if cap:                                 # the cap changes the stream's clusters
         def clusters(c):
             return [ls.clusters.tolist() for ls in run_stream(tr, qt, c, outputs=False)]
         assert clusters(cfg) != clusters(cfg.replace(cluster_cap=None))
+    if order == "cluster_first":
+        assert _scored(run_stream(tr, qt, cfg, outputs=False)) != \
+            _scored(run_stream(tr, qt, cfg.replace(order="select_first"), outputs=False))
     plan = plan_stream(tr, qt, cfg)
     obs, info = run_core(plan, latency=latency, bus_pauses=pauses, host_cross="both",
                          seed=3, max_cycles=200_000)
     assert not compare_run(plan, obs), compare_run(plan, obs)
     assert info["error"] & 0xFF == 0, hex(info["error"])
     assert info["perf"]["core_descriptors"] == len(plan.descriptors)
+
+
+def _scored(steps) -> list:
+    """What a stream's heads score and select: per descriptor and head, the candidates,
+    their counts and the selection."""
+    return [(h.clusters, h.counts, h.selected) for ls in steps for h in ls.heads]
 
 
 @pytest.mark.parametrize("preset, n, latency, pauses", [

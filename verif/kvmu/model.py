@@ -86,19 +86,36 @@ def trace_rows(qt):
 
 def synthetic_ops(cfg, rng, *, steps: int, tokens: int, new_cluster: float = 0.3,
                   select: float = 0.5, max_owner: int | None = None, cand: bool = True,
-                  by_index: bool = False):
+                  by_index: bool = False, stores_first: bool = False):
     """A stream as the core issues it: per step and layer, the versions announced, per KV
     head the candidate list (``cand``) and a fetch of a random subset of the clusters
     holding stored tokens (ascending; named by candidate index with ``by_index``), then the
-    step's tokens stored, each joining a random existing cluster or opening one."""
+    step's tokens stored, each joining a random existing cluster or opening one.
+    ``stores_first``: the cluster-first order, the step's tokens stored first, then the lists
+    and fetches of the members from earlier steps (``past``)."""
     L, G, hpg = cfg.n_layers, cfg.hash_groups, cfg.heads_per_group
     limit = max_owner if max_owner is not None else cfg.kvmu_clusters
     ops, n_open = [], np.zeros((L, G), int)
     version = 0
+
+    def stores(s, l):
+        for t in range(s * tokens, (s + 1) * tokens):
+            for g in range(G):
+                if n_open[l, g] == 0 or (rng.random() < new_cluster and
+                                         n_open[l, g] < limit):
+                    owner = n_open[l, g]
+                    n_open[l, g] += 1
+                else:
+                    owner = int(rng.integers(0, n_open[l, g]))
+                ops.append(("store", l, g, owner, t, s))
+
+    fetch_opt = dict(by_index=by_index, **(dict(past=True) if stores_first else {}))
     for s in range(steps):
         for l in range(L):
             version += 1
             ops.append(("version", l, version))
+            if stores_first:
+                stores(s, l)
             for g in range(G):
                 have = list(range(n_open[l, g]))
                 for j in range(hpg):
@@ -108,17 +125,9 @@ def synthetic_ops(cfg, rng, *, steps: int, tokens: int, new_cluster: float = 0.3
                         ops.append(("cand", l, g, j, s))
                     sel = sorted(o for o in have if rng.random() < select)
                     if sel:
-                        ops.append(("fetch", l, g, j, sel, version,
-                                    dict(by_index=by_index)))
-            for t in range(s * tokens, (s + 1) * tokens):
-                for g in range(G):
-                    if n_open[l, g] == 0 or (rng.random() < new_cluster and
-                                             n_open[l, g] < limit):
-                        owner = n_open[l, g]
-                        n_open[l, g] += 1
-                    else:
-                        owner = int(rng.integers(0, n_open[l, g]))
-                    ops.append(("store", l, g, owner, t, s))
+                        ops.append(("fetch", l, g, j, sel, version, dict(fetch_opt, step=s)))
+            if not stores_first:
+                stores(s, l)
     return ops
 
 
@@ -328,7 +337,7 @@ class Replay:
                     rp._drop = False
                 continue
             got = rp.fetch(l, g, j, cand[o] if opt.get("by_index") else o, version, first,
-                           last)
+                           last, step=opt.get("step", 0), past=bool(opt.get("past")))
             toks += got
             h = g * hpg + j
             for t in got:
@@ -405,7 +414,8 @@ def cmd_beats(op) -> list:
         _, l, g, j, owners, version = op[:6]
         return [dict(op=FETCH, layer=l, group=g, head=j, owner=o, version=version,
                      first=int(i == 0), last=int(i == len(owners) - 1),
-                     by_index=int(bool(opt.get("by_index"))))
+                     by_index=int(bool(opt.get("by_index"))), step=opt.get("step", 0),
+                     past=int(bool(opt.get("past"))))
                 for i, o in enumerate(owners)]
     if kind == "cand":
         _, l, g, j, step = op[:5]

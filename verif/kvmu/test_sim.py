@@ -10,7 +10,8 @@ from vrex.config import Config, ConfigError
 from vrex.rules import ParameterError
 
 from .faults import FAILS, with_fault
-from .model import check_scored, random_rows, registers, synthetic_ops, trace_ops
+from .model import (check_scored, expect, random_rows, registers, synthetic_ops,
+                    trace_ops)
 from .sim import run_refused, run_sim
 
 
@@ -161,6 +162,30 @@ def test_candidates_and_fetch_by_index(name):
     got = {c: p for c, p, _ in exp.lists[-2]}
     assert got == {c: n for c, n in past.items() if n > 0}
     assert any(got[c] < total[c] for c in got)
+
+
+@pytest.mark.parametrize("name", ["d16_bt16_g1", "d64_bt4_bus8_g3", "d8_bt2"])
+def test_cluster_first_past_fetches(name):
+    """The cluster-first order: a step's tokens stored first, then the candidate lists (the
+    keys over every member, the counts of past ones) and fetches by index of the members
+    from earlier steps only (``past``), with a ring small enough to spill."""
+    cfg, r = SWEEP[name]
+    regs = registers(cfg, far_base=1 << 24, **r)
+    ops = synthetic_ops(cfg, np.random.default_rng(23), steps=3, tokens=6, by_index=True,
+                        stores_first=True)
+    rows = random_rows(23, 2 * cfg.head_dim)
+    exp, info, _ = run_sim(cfg, regs, ops, rows, cross="both", seed=12)
+    # the limit is met: without it the same fetches would deliver this step's members too
+    whole = expect(cfg, regs, [_whole(op) for op in ops], rows)
+    assert sum(map(len, exp.fetched)) < sum(map(len, whole.fetched))
+    assert exp.counters["offloaded_blocks"] > 0
+
+
+def _whole(op):
+    """A ``past`` fetch as a fetch of every member."""
+    if op[0] != "fetch":
+        return op
+    return (*op[:6], {k: v for k, v in op[6].items() if k != "past"})
 
 
 def test_fetch_index_out_of_range():

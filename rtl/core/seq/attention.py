@@ -2,7 +2,7 @@
 clusters' fetched tokens and the step's own tokens, whole or in chunks."""
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -23,7 +23,9 @@ class AttentionPhase(wiring.Component):
     beats due), the sink rows and the step's own rows (read-DMA programs), then the query
     rows. While the engine attends, the next head's candidate list runs ahead in the KVMU
     (``pre_issue``; after a descriptor's last head, the queued descriptor's first head's,
-    ``next_desc``, if it is of another layer and within ``core_max_tokens``: ``ahead``).
+    ``next_desc``, if it is of another layer and within ``core_max_tokens`` and the order is
+    ``select_first``: ``ahead``). A fetch delivers the clusters' members from steps before
+    the descriptor's (``past``): in the cluster-first order the step's own have joined.
     A set longer than B goes in chunks (``L_*``, :meth:`_chunked`). A fetch's end beat
     (``kv``) reports a stale fetch or a read error the KVMU raised before it.
 
@@ -149,7 +151,7 @@ class AttentionPhase(wiring.Component):
                 with m.Else():
                     offer(m, ctl.kcmd, op=KvMemoryManager.FETCH, layer=d.layer, group=w.gi,
                           head=w.gj, owner=self.sel_data, version=d.version, first=i == 0,
-                          last=i == self.nsel - 1, by_index=1)
+                          last=i == self.nsel - 1, by_index=1, step=d.step, past=1)
                     with m.If(ctl.kcmd.ready):
                         m.d.sync += i.eq(i + 1)
             self._chunked(m, lc, i, attn_done, tile_rows)
@@ -171,7 +173,9 @@ class AttentionPhase(wiring.Component):
         cfg, ctl, d, w, f = self._cfg, self.ctl, self.dsc, self.walk, self.next_desc
         hpg = cfg.heads_per_group
         last_head = w.head == cfg.n_kv_heads - 1
-        ahead = self.next_valid & (f.layer != d.layer) & (f.step_len <= cfg.core_max_tokens)
+        # (cluster first, the queued descriptor stores its step's tokens before its lists)
+        ahead = self.next_valid & (f.layer != d.layer) & (f.step_len <= cfg.core_max_tokens) \
+            if cfg.order == "select_first" else Const(0)
         nl = Mux(last_head, f.layer, d.layer)
         ngi = Mux(last_head, 0, Mux(w.gj == hpg - 1, w.gi + 1, w.gi))
         ngj = Mux(last_head | (w.gj == hpg - 1), 0, w.gj + 1)
@@ -265,7 +269,8 @@ class AttentionPhase(wiring.Component):
             with m.Else():
                 offer(m, ctl.kcmd, op=KvMemoryManager.FETCH, layer=d.layer, group=w.gi,
                       head=w.gj, owner=self.sel_data, version=d.version,
-                      first=i == lc["ci0"], last=i == lc["ci"] - 1, by_index=1)
+                      first=i == lc["ci0"], last=i == lc["ci"] - 1, by_index=1,
+                      step=d.step, past=1)
                 with m.If(ctl.kcmd.ready):
                     m.d.sync += i.eq(i + 1)
         with m.State("L_FWAIT"):

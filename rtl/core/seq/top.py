@@ -233,6 +233,27 @@ class Sequencer(wiring.Component):
                                                                hs.CMD))]
             m.next = "RUN"
 
+        # the order (docs/core.md): select first, the heads then the hash groups; cluster
+        # first, the hash groups (the step's tokens stored) then the heads
+        first_groups = cfg.order == "cluster_first"
+
+        def heads_start():
+            m.d.sync += phase.eq(1)
+            m.d.comb += cnt.ctl.go.eq(1)
+            m.next = "RUN"
+
+        def groups_start():
+            m.d.sync += [w.grp.eq(0), w.ptr.kh.eq(dsc.k_hash_addr + w.skip * hd),
+                         w.ptr.kg.eq(dsc.k_addr + w.skip * hd),
+                         w.ptr.vg.eq(dsc.v_addr + w.skip * hd),
+                         w.ptr.hp.eq(dsc.hp_addr), phase.eq(3)]
+
+        def groups_end():
+            if first_groups:
+                heads_start()
+            else:
+                m.next = "FINISH"
+
         with m.FSM(name="seq"):
             with m.State("IDLE"):
                 go = self.ctrl[0] & ~self.resetting & p["centring"].init_done
@@ -264,8 +285,11 @@ class Sequencer(wiring.Component):
             with m.State("VERSION"):
                 offer(m, self.kver, layer=dsc.layer, version=dsc.version)
                 with m.If(self.kver.ready):
-                    m.d.comb += cnt.ctl.go.eq(1)
-                    m.next = "RUN"
+                    if first_groups:
+                        groups_start()
+                        m.next = "G_HASH"
+                    else:
+                        heads_start()
             with m.State("RUN"):
                 self._dispatch(m, p)
             with m.State("H_NEXT"):
@@ -279,17 +303,17 @@ class Sequencer(wiring.Component):
                 with m.Else():
                     m.d.sync += w.gj.eq(w.gj + 1)
                 with m.If(w.head == Hkv - 1):
-                    m.d.sync += [w.grp.eq(0), w.ptr.kh.eq(dsc.k_hash_addr + w.skip * hd),
-                                 w.ptr.kg.eq(dsc.k_addr + w.skip * hd),
-                                 w.ptr.vg.eq(dsc.v_addr + w.skip * hd),
-                                 w.ptr.hp.eq(dsc.hp_addr), phase.eq(3)]
-                    m.next = "G_HASH"
+                    if first_groups:
+                        m.next = "FINISH"
+                    else:
+                        groups_start()
+                        m.next = "G_HASH"
                 with m.Else():
                     m.d.comb += cnt.ctl.go.eq(1)
                     m.next = "RUN"
             with m.State("G_HASH"):
                 with m.If(w.nh == 0):
-                    m.next = "FINISH"
+                    groups_end()
                 with m.Else():
                     if self._swaps:
                         m.d.comb += p["moves"].ctl.go.eq(1)
@@ -308,7 +332,7 @@ class Sequencer(wiring.Component):
                                  w.ptr.kg.eq(w.ptr.kg + hpg * t * hd),
                                  w.ptr.vg.eq(w.ptr.vg + hpg * t * hd)]
                     with m.If(w.grp == G - 1):
-                        m.next = "FINISH"
+                        groups_end()
                     with m.Else():
                         m.d.sync += phase.eq(3)
                         m.next = "G_HASH"
