@@ -6,8 +6,9 @@ policy, all in float (the integer numerics are the golden job's own runs).
 
 Predictors (``unit_scores``):
 
-- ``resv``: ReSV's clusters as the golden job's integer run formed them (select-first order:
-  the clusters of the tokens before the step), scored by their mean post-RoPE key.
+- ``resv``: ReSV's clusters of the tokens before the step as the golden job's integer run
+  formed them, scored by their mean post-RoPE key (in the cluster-first order, the default,
+  the mean over the step's own members too).
 - ``resv_cap``: the same with the HCU's cluster-size cap (``Config.cluster_cap`` = ``CAP``):
   a run of its own, whose smaller clusters cost more candidates (more keys scored).
 - ``resv_spread``: ReSV's clusters scored by an estimate of their members' mean softmax
@@ -62,8 +63,9 @@ class _Context:
     """What the predictors share over a trace: its rows, keys and the per-head setup."""
 
     def __init__(self, trace: Trace, n_sink: int, cluster_of: np.ndarray, hpg: int,
-                 r_frac: float = 0.25):
+                 r_frac: float = 0.25, order: str = "cluster_first"):
         self.trace, self.n_sink, self.cluster_of, self.hpg = trace, n_sink, cluster_of, hpg
+        self.order = order
         self.G = trace.n_q_heads // trace.n_kv_heads
         self.scale = 1.0 / math.sqrt(trace.head_dim)
         self.b = trace.step_bounds()
@@ -110,14 +112,24 @@ def unit_scores(pred: str, ctx: _Context, l: int, s: int, h: int):
         starts = np.searchsorted(inv[order], np.arange(len(ids)))
         members = past[keep][order]
         units = np.split(members, starts[1:])
-        Km = K[members]
-        sizes = np.diff(np.append(starts, len(members)))[:, None]
-        reps = (np.add.reduceat(Km, starts, axis=0) / sizes if len(ids)
-                else np.zeros((0, tr.head_dim)))
+        # the representative keys over the members: the past ones, and in the cluster-first
+        # order also the step's own that joined them
+        tok, cid = members, inv[order]
+        if ctx.order == "cluster_first" and len(ids):
+            step_of = ctx.cluster_of[l, h // ctx.hpg, lo:hi]
+            at = np.searchsorted(ids, step_of).clip(0, len(ids) - 1)
+            joined = (step_of >= 0) & (ids[at] == step_of)
+            tok = np.concatenate([tok, np.arange(lo, hi)[joined]])
+            cid = np.concatenate([cid, at[joined]])
+        Km = K[tok]
+        sizes = np.bincount(cid, minlength=len(ids))[:, None].astype(np.float64)
+        sums = np.zeros((len(ids), tr.head_dim))
+        np.add.at(sums, cid, Km)
+        reps = sums / np.maximum(sizes, 1)
         scores = rows @ reps.T * ctx.scale
         if pred == "resv_spread":       # + |q|^2 scale^2 var / 2, var per dimension
-            sq = np.add.reduceat((Km ** 2).sum(axis=1), starts) if len(ids) else np.zeros(0)
-            var = (sq / sizes[:, 0] - (reps ** 2).sum(axis=1)) / tr.head_dim
+            sq = np.bincount(cid, weights=(Km ** 2).sum(axis=1), minlength=len(ids))
+            var = (sq / np.maximum(sizes[:, 0], 1) - (reps ** 2).sum(axis=1)) / tr.head_dim
             scores = scores + 0.5 * (rows ** 2).sum(axis=1, keepdims=True) * ctx.scale ** 2 \
                 * var[None, :]
         return units, scores
@@ -186,14 +198,16 @@ def stage_ratios(trace: Trace, n_sink: int, mask: np.ndarray) -> dict:
 
 
 def factorial_masks(trace: Trace, n_sink: int, runs: list, hpg: int,
-                    predictors=PREDICTORS, policies=POLICIES, capped=None) -> dict:
+                    predictors=PREDICTORS, policies=POLICIES, capped=None,
+                    order: str = "cluster_first") -> dict:
     """``{(seed, predictor, policy): bool [L, S, Hkv, T]}`` for each of ``runs``:
     ``(resv_mask, cluster_of)`` of ReSV's run at a hyperplane seed (its selection, whose
     counts and ratios the policies take, and its clusters ``[L, groups, T]``); ``hpg`` KV
     heads a hash group; ``capped``: each seed's clusters of the run with the cap (for
-    ``resv_cap``). A predictor not on clusters does not depend on the seed: it scores once
-    for every seed's policies."""
-    ctx = _Context(trace, n_sink, runs[0][1], hpg)
+    ``resv_cap``); ``order`` the runs' (``Config.order``: in the cluster-first one the
+    representative keys take the step's own members too). A predictor not on clusters does
+    not depend on the seed: it scores once for every seed's policies."""
+    ctx = _Context(trace, n_sink, runs[0][1], hpg, order=order)
     ratios = [stage_ratios(trace, n_sink, m) for m, _ in runs]
     stage = trace.step_stage()
     shape = (trace.n_layers, trace.n_steps, trace.n_kv_heads, trace.n_tokens)

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-COLOURS = {"resv": "C3", "resv_tuned": "C1", "resv_cf": "C8", "resv_tuned_cf": "C7",
+COLOURS = {"resv": "C3", "resv_tuned": "C1", "resv_sf": "C8", "resv_tuned_sf": "C7",
            "resv_noclust": "C5", "oracle_topk": "C0",
            "quest": "C6", "infinigen": "C9", "rekv": "C2", "window": "C4", "full": "k"}
 

@@ -30,8 +30,8 @@ TH_RS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9]
 SWEEPS = {
     "resv": TH_RS,                                          # Th_r
     "resv_tuned": TH_RS,
-    "resv_cf": TH_RS,                                       # the design's (docs/design.md) order
-    "resv_tuned_cf": TH_RS,
+    "resv_sf": TH_RS,                                       # the other order: select first
+    "resv_tuned_sf": TH_RS,
     "resv_noclust": [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9],  # Th_r
     "oracle_topk": FRACTIONS,
     "quest": FRACTIONS,
@@ -39,14 +39,14 @@ SWEEPS = {
     "rekv": FRACTIONS,
     "window": FRACTIONS,
 }
-DEFAULT_KNOBS = {"resv": 0.3, "resv_tuned": 0.3, "resv_cf": 0.3, "resv_tuned_cf": 0.3,
+DEFAULT_KNOBS = {"resv": 0.3, "resv_tuned": 0.3, "resv_sf": 0.3, "resv_tuned_sf": 0.3,
                  "resv_noclust": 0.3, "oracle_topk": 0.3,
                  "quest": 0.3, "infinigen": 0.3, "rekv": 0.3, "window": 0.3}
-KNOB_NAMES = {"resv": "th_r", "resv_tuned": "th_r", "resv_cf": "th_r",
-              "resv_tuned_cf": "th_r", "resv_noclust": "th_r"}
-METHODS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf", "resv_noclust",
+KNOB_NAMES = {"resv": "th_r", "resv_tuned": "th_r", "resv_sf": "th_r",
+              "resv_tuned_sf": "th_r", "resv_noclust": "th_r"}
+METHODS = ("resv", "resv_tuned", "resv_sf", "resv_tuned_sf", "resv_noclust",
            "oracle_topk", "quest", "infinigen", "rekv", "window", "full")
-PRESETS = ("resv", "resv_tuned", "resv_cf", "resv_tuned_cf")
+PRESETS = ("resv", "resv_tuned", "resv_sf", "resv_tuned_sf")
 SEEDS = 3                 # hyperplane seeds per preset at the default Th_r (the first is hp_seed)
 BASELINES = ("resv_noclust", "oracle_topk", "quest", "infinigen", "rekv", "window")
 QUEST_PAGE = 16           # the KV layout's block (design decision D12)
@@ -126,8 +126,8 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     for name, cfg, clustering in (
             ("resv_noclust", cfgs["resv"], False),         # the longest first
             ("resv", cfgs["resv"], True), ("resv_tuned", cfgs["resv_tuned"], True),
-            ("resv_cf", cfgs["resv"].replace(order="cluster_first"), True),
-            ("resv_tuned_cf", cfgs["resv_tuned"].replace(order="cluster_first"), True)):
+            ("resv_sf", cfgs["resv"].replace(order="select_first"), True),
+            ("resv_tuned_sf", cfgs["resv_tuned"].replace(order="select_first"), True)):
         tasks[name] = partial(run_resv, trace, qt, cfg, knobs(name), clustering=clustering,
                               progress=prog(name))
     for name in ("resv", "resv_tuned"):
@@ -175,7 +175,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
                 masks[(name, f)] = m
         else:
             runs[name] = r
-    for name in ("resv", "resv_cf", "resv_tuned", "resv_tuned_cf", "resv_noclust",
+    for name in ("resv", "resv_sf", "resv_tuned", "resv_tuned_sf", "resv_noclust",
                  "resv_float", "resv_tuned_float"):
         for th, m in runs[name].masks.items():
             masks[(name, th)] = m
@@ -221,7 +221,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     cap_runs = [runs[f"resv_cap{k}"] for k in range(seeds)]
     capped = [r.cluster_of for r in cap_runs]
     for part in map_forked(lambda p: factorial_masks(trace, n_sink, pairs, hpg, predictors=[p],
-                                                     capped=capped),
+                                                     capped=capped, order=base.cfg.order),
                            PREDICTORS, jobs):
         for (k, p, q), m in part.items():
             masks[(f"{'fx' if k == 0 else f'fx{k}'}:{p}:{q}", None)] = m
@@ -428,8 +428,9 @@ def matched_ratio(pareto: dict) -> dict:
     """Per stage, each ReSV preset at its default Th_r against each baseline's curve
     interpolated (linearly in the retrieval ratio) at ReSV's ratio: ``{stage: {preset:
     {"resv": point, baseline: point or None}}}``; None where the baseline's sweep does not
-    reach ReSV's ratio. The cluster-first presets are also compared with their select-first
-    counterparts' curves (``select_first``), the integer presets with their float references'
+    reach ReSV's ratio. The default (cluster-first) presets are also compared with their
+    select-first counterparts' curves (``select_first``), the integer presets with their float
+    references'
     (``float``: float numerics, exact WiCSum)."""
     out = {}
     for st in ("frame", "text"):
@@ -441,9 +442,10 @@ def matched_ratio(pareto: dict) -> dict:
                 continue
             r0 = mine["retrieval_ratio"]
             row = {"resv": {k: mine[k] for k in ("retrieval_ratio",) + MATCH_FIELDS}}
-            # the design's (docs/design.md) order against the core's, at the same ratio
-            # and the integer mode against its float reference's curve (exact WiCSum)
-            other = {"resv_cf": "resv", "resv_tuned_cf": "resv_tuned"}.get(preset)
+            # the default order (cluster first, docs/design.md) against select first's
+            # curve, at the same ratio, and the integer mode against its float reference's
+            # curve (exact WiCSum)
+            other = {"resv": "resv_sf", "resv_tuned": "resv_tuned_sf"}.get(preset)
             extra = {"select_first": other} if other else {}
             if preset + "_float" in pareto:
                 extra["float"] = preset + "_float"

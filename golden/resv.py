@@ -7,12 +7,11 @@ and returns, for each requested Th_r, the past tokens every KV head attends to.
 Order inside one (layer, step): candidates are the clusters holding at least one past token
 (D6), scored with the representative and count of their *past* members (the HC table as it
 stood at the start of the step); then the step's own tokens are hashed and clustered, and the
-table is updated. The selection never depends on the step's own clustering, so the hardware
-may cluster first (docs/design.md) as long as scoring reads the committed sums and counts; the
-core does exactly this (``order = "select_first"``). With ``order = "cluster_first"`` the step's
-own tokens are clustered first and the representative keys are the means over all members,
-the step's own included (docs/design.md read literally); the candidates and the scores' weights
-are still the clusters' past members (D6: the tokens a fetch would move).
+table is updated (``order = "select_first"``). With ``order = "cluster_first"`` the step's own
+tokens are clustered first and the representative keys are the means over all members, the
+step's own included (docs/design.md read literally); the candidates and the scores' weights
+are still the clusters' past members (D6: the tokens a fetch would move). The core runs
+either order (a build option, docs/core.md).
 """
 
 from __future__ import annotations

@@ -54,8 +54,9 @@ _CHOICES = {
     "wicsum": ("exact", "bucket"),             # D8: sorted WiCSum, or the WTU's bucketed walk
     "scope": ("kv_head", "layer"),             # D9: one union per KV head, or one per layer
     "timing": ("same_layer", "prev_layer"),    # D11: own selection, or the previous layer's
-    # docs/design.md: score before the step's own tokens join the HC table (the core's order), or
-    # after (the representative keys include them; past counts still weight the scores)
+    # docs/design.md: score before the step's own tokens join the HC table, or after (the
+    # representative keys include them; past counts still weight the scores); the core runs
+    # either (its sequencer's order)
     "order": ("select_first", "cluster_first"),
     "numerics": ("float", "int"),              # float reference, or the hardware-exact mode
 }
@@ -78,7 +79,8 @@ class Config:
         unlimited); ``th_r`` WiCSum ratio; ``buckets`` B of the bucketed walk; ``n_sink`` pinned
         prompt tokens (``None`` = all of step 0); ``hash_input``, ``centre``, ``hash_scope``,
         ``weight_mode``, ``wicsum``, ``scope``, ``timing`` the options of D1, D7, D8, D9, D11;
-        ``order`` scoring before or after the step's own tokens join the HC table (§2);
+        ``order`` scoring before or after the step's own tokens join the HC table (§2; the
+        core's sequencer runs the heads or the hash groups first);
         ``cluster_cap`` a token whose nearest cluster already has that many members opens
         a cluster instead (``None``: no cap; the HCU's ``cluster_cap`` register);
         ``numerics`` float reference or hardware-exact integers; ``hp_seed`` the hyperplane seed.
@@ -140,7 +142,7 @@ class Config:
     wicsum: str = "bucket"
     scope: str = "kv_head"
     timing: str = "same_layer"
-    order: str = "select_first"
+    order: str = "cluster_first"
     cluster_cap: int | None = None
     numerics: str = "int"
     hp_seed: int = 0x5EED

@@ -27,6 +27,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .golden_regions import (methods_factorial, methods_matched, methods_options,
+                             methods_order, methods_seeds)
 from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # noqa: F401
 
 SNAPSHOT = ROOT / "docs" / "figures.json"
@@ -169,96 +171,6 @@ def cycles_measured(snap: dict) -> list[str]:
                 "| " + " | ".join(errs) + " |", "|" + "---|" * len(errs),
                 "| " + " | ".join(f"{v:+.2f}" for v in errs.values()) + " |"]
     return out or ["(the cycle model is not in the snapshot)"]
-
-
-def _golden_keys(snap: dict) -> list[str]:
-    """The snapshot's golden jobs, the bundled trace first."""
-    return sorted((k for k in snap.get("entries", {}) if k.startswith("golden/")),
-                  key=lambda k: (k != "golden/carphone_cut", k))
-
-
-def methods_matched(snap: dict) -> list[str]:
-    """Every traced golden job's matched table: relative L2 error (prediction cost)."""
-    keys = _golden_keys(snap)
-    out = ["| trace | stage | ratio | " + " | ".join(MATCHED) + " |",
-           "|---|---|---|" + "---|" * len(MATCHED)]
-    for k in keys:
-        v = snap["entries"][k]["values"]
-        for i, stage in enumerate(("frame", "text")):
-            if stage not in v:
-                continue
-            cells = [f"{v[stage][m][0]:.3f} ({100 * v[stage][m][1]:.1f}%)" if m in v[stage]
-                     else "–" for m in MATCHED]
-            name = f"`{k.split('/', 1)[1]}` ({v['tokens']} tokens)" if i == 0 else ""
-            out.append(f"| {name} | {stage} | {100 * v[stage]['ratio']:.1f}% | "
-                       + " | ".join(cells) + " |")
-    return out
-
-
-def methods_factorial(snap: dict) -> list[str]:
-    """Every predictor under every budget policy, per traced golden job: relative L2 error
-    (retrieval ratio) per stage, means over the job's hyperplane seeds; the prediction cost
-    (share of the past keys scored)."""
-    pol = ("fraction", "count", "wicsum")
-    out = ["| trace | predictor (keys scored) | " + " | ".join(
-        f"{st}: {p}" for st in ("frame", "text") for p in pol) + " |",
-        "|---|---|" + "---|" * 6]
-    keys = _golden_keys(snap)
-    for k in keys:
-        fx = snap["entries"][k]["values"].get("factorial", {})
-        for i, (p, by) in enumerate(fx.items()):
-            name = f"`{k.split('/', 1)[1]}`" if i == 0 else ""
-            cells = [f"{by[q][st][0]:.3f} ({100 * by[q][st][1]:.0f}%)"
-                     for st in ("frame", "text") for q in pol]
-            out.append(f"| {name} | {p} ({100 * by['count']['frame'][2]:.1f}%) | "
-                       + " | ".join(cells) + " |")
-    return out if len(out) > 2 else ["(no golden job with the factorial in the snapshot)"]
-
-
-def methods_seeds(snap: dict) -> list[str]:
-    """The matched (``resv`` at Th_r 0.3 against each baseline at its ratio) and count-matched
-    (each predictor under ReSV's counts) comparisons over hyperplane seeds: mean error, its
-    range, and ReSV's verdict where the ranges part."""
-    out = []
-    keys = _golden_keys(snap)
-    mark = {"win": " **W**", "loss": " **L**", "overlap": "", None: ""}
-    for kind, title in (("matched", "matched ratio"), ("count", "ReSV's counts")):
-        rows = []
-        for k in keys:
-            sd = snap["entries"][k]["values"].get("seeds")
-            if not sd:
-                continue
-            for st in ("frame", "text"):
-                by = {m: sd[kind][st][m] for m in sorted(sd[kind][st], key=lambda m: m != "resv")}
-                if not rows:
-                    rows += [f"| {title}: trace | stage | " + " | ".join(by) + " |",
-                             "|---|---|" + "---|" * len(by)]
-                cells = [("–" if v[0] is None else
-                          f"{v[0]:.3f} ({v[1]:.3f}-{v[2]:.3f}){mark[v[3]]}") for v in by.values()]
-                rows.append(f"| `{k.split('/', 1)[1]}` ({sd['n']} seeds) | {st} | "
-                            + " | ".join(cells) + " |")
-        out += rows + ([""] if rows else [])
-    return out[:-1] if out else ["(no golden job with seeds in the snapshot)"]
-
-
-OPTION_NAMES = {"reference": "as the reference", "sparse_first_layers": "first layers sparse",
-                "no_skew": "no skewing", "per_step_dims": "dimensions chosen every step",
-                "adaptive_alpha": "adaptive count (alpha 5, the budget its cap)"}
-
-
-def methods_options(snap: dict) -> list[str]:
-    """Each option of Quest and InfiniGen switched, at the default budget: per traced golden
-    job the retrieval ratio and relative L2 error per stage."""
-    out = ["| trace | method | option | frame: ratio, error | text: ratio, error |",
-           "|---|---|---|---|---|"]
-    keys = _golden_keys(snap)
-    for k in keys:
-        for m, by in snap["entries"][k]["values"].get("options", {}).items():
-            for v, st in by.items():
-                out.append(f"| `{k.split('/', 1)[1]}` | {m} | {OPTION_NAMES.get(v, v)} | "
-                           + " | ".join(f"{100 * st[x][0]:.1f}%, {st[x][1]:.3f}"
-                                        for x in ("frame", "text")) + " |")
-    return out if len(out) > 2 else ["(no golden job with the options in the snapshot)"]
 
 
 def paper_setting(snap: dict) -> list[str]:
@@ -483,6 +395,7 @@ def regions(snap: dict) -> dict:
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
          "methods-matched": methods_matched(snap), "methods-options": methods_options(snap),
+         "methods-order": methods_order(snap),
          "methods-factorial": methods_factorial(snap), "methods-seeds": methods_seeds(snap),
          "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),

@@ -157,6 +157,14 @@ def golden_values(summary: dict) -> dict:
         out[stage] = {"ratio": round(m["resv"]["retrieval_ratio"], 4),
                       **{k: [round(m[k]["output_rel_l2"], 4), round(m[k]["key_share"], 4)]
                          for k in MATCHED if k in m}}
+    for stage, by in summary["matched"].items():    # the default order against select first
+        for preset in ("resv", "resv_tuned"):
+            m = by.get(preset, {})
+            sf = m.get("select_first")
+            if sf and sf.get("output_rel_l2"):
+                out.setdefault("order", {}).setdefault(stage, {})[preset] = [
+                    round(m["resv"]["output_rel_l2"] / sf["output_rel_l2"], 3),
+                    round(m["resv"]["retrieval_ratio"], 4)]
     sp = summary.get("seed_spread")
     if sp:                                  # over the hyperplane seeds: mean, min, max, verdict
         cell = lambda v: [None if v["mean"] is None else round(v[k], 4)

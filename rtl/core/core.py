@@ -65,8 +65,11 @@ class VrexCore(wiring.Component):
     Then per hash group: the hash command (hyperplanes into B, the group's hash-input rows
     of the non-sink tokens into A) whose words go straight into the HCU; the HCU's
     assignments queued; each token stored (``STORE``) once its K and V rows are in the read
-    DMA without error. The selection reads the HC table as it stood before the step (the
-    golden model's order, ``golden.resv``).
+    DMA without error. That is the ``select_first`` order: the selection reads the HC table
+    as it stood before the step. In the ``cluster_first`` order (``Config.order``) the hash
+    groups run first and then the heads, whose representative keys include the step's own
+    tokens while their counts and fetches (``FETCH`` with ``past``) are the earlier steps'
+    members (``golden.resv``).
 
     Cluster windows: the HCU holds ``contexts`` of the model's ``n_layers · hash_groups``
     windows; with fewer, window ``w = layer · G + group`` lives in context ``w mod

@@ -131,17 +131,17 @@ def test_core_limit_is_reported_and_the_stream_goes_on():
 def test_core_step_over_max_tokens_is_refused_and_no_list_runs_ahead_for_it():
     """Two layers, the question (7 tokens) over core_max_tokens (6): both its descriptors
     refused with CORE_LIMIT (the first's version), nothing of them hashed, selected, fetched
-    or stored, every descriptor completed; the steps before bit-exact. Queued as a whole,
-    every descriptor behind one of another layer has its first counts list taken ahead
-    (PERF_CORE_AHEAD), the refused question's first descriptor none (it never reaches its
-    counts)."""
+    or stored, every descriptor completed; the steps before bit-exact. Queued as a whole
+    (in the select-first order, which takes lists ahead), every descriptor behind one of
+    another layer has its first counts list taken ahead (PERF_CORE_AHEAD), the refused
+    question's first descriptor none (it never reaches its counts)."""
     import dataclasses
     from golden.cycles import lists_ahead
     from vrex import regmap
     from .e2e import compare_run, plan_stream, synthetic_stream
     from .sim_core import run_core
     tr, qt = synthetic_stream(4, **dict(TINY, n_layers=2, question_tokens=7))
-    cfg = tiny_config("paper", n_layers=2, core_max_tokens=6)
+    cfg = tiny_config("paper", n_layers=2, core_max_tokens=6, order="select_first")
     plan = plan_stream(tr, qt, cfg)
     over = [k for k, g in enumerate(plan.golden) if g.step_len > 6]
     assert over == [6, 7], over
@@ -152,7 +152,7 @@ def test_core_step_over_max_tokens_is_refused_and_no_list_runs_ahead_for_it():
     ran = dataclasses.replace(plan, golden=plan.golden[:6], descriptors=plan.descriptors[:6])
     obs.o_rows = obs.o_rows[:6]
     assert not compare_run(ran, obs), compare_run(ran, obs)
-    ahead = lists_ahead(plan.golden, 6)
+    ahead = lists_ahead(plan.golden, 6, cfg.order)
     assert ahead == [False] + [True] * 5 + [False, False]
     assert info["perf"]["core_ahead"] == sum(ahead)
     assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden[:6])

@@ -18,14 +18,15 @@ CORE_POINTS = {
     # (four cluster windows on three HCU contexts), a B of 32 tokens (the question's sets, up
     # to 37 tokens, attended in chunks: test_core_point_attends_in_chunks), tables for the
     # soak's six frames of per-head clusters (half of them fill the KV table: KV_TABLE_FULL),
-    # in the cluster-first order (the step's tokens hashed and stored before its heads
-    # score). The default geometry and bus run the bundled trace (test_core_bundled_trace);
-    # the paper preset's own small build runs in make soak
+    # in the select-first order (the heads score before the step's tokens are hashed and
+    # stored; the other points run the default, cluster first). The default geometry and bus
+    # run the bundled trace (test_core_bundled_trace); the paper preset's own small build
+    # runs in make soak
     "synth_tuned_bus8_n4_w3_b32": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
                                                         near_blocks=8, hash_scope="per_head",
                                                         hcu_contexts=3, attn_b_rows=32,
                                                         kvmu_clusters=128, kvmu_blocks=256,
-                                                        order="cluster_first"),
+                                                        order="select_first"),
                                    "synthetic|error|soft_reset|soak|window"),
     "synth": (synth_config, "synthetic|error|soft_reset|soak"),
 }

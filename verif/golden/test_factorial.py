@@ -24,10 +24,10 @@ def case():
               for c in (cfg, cfg.replace(hp_seed=cfg.hp_seed + 1))]
     both = factorial_masks(tr, n_sink, [(run.masks[cfg.th_r], run.cluster_of),
                                         (other.masks[cfg.th_r], other.cluster_of)], hpg,
-                           capped=capped)
+                           capped=capped, order=cfg.order)
     fx = {(p, q): m for (k, p, q), m in both.items() if k == 0}
     alone = factorial_masks(tr, n_sink, [(other.masks[cfg.th_r], other.cluster_of)], hpg,
-                            capped=capped[1:])
+                            capped=capped[1:], order=cfg.order)
     # a second seed's cells are those of a run of that seed alone
     assert all((both[(1, p, q)] == alone[(0, p, q)]).all() for p in PREDICTORS for q in POLICIES)
     return tr, cfg, run, n_sink, fx, capped[0]
@@ -58,9 +58,11 @@ def test_resv_under_its_own_policy_is_resv(case):
 def test_spread_term(case):
     """resv_spread's scores are resv's plus, per cluster and row, half the squared query norm
     times the squared scale times the members' mean squared distance from their mean key per
-    dimension, computed here from the trace directly for every (layer, step, KV head)."""
+    dimension (its members: the past ones and, in the cluster-first order, the step's own),
+    computed here from the trace directly for every (layer, step, KV head)."""
     tr, cfg, run, n_sink, fx, _ = case
-    ctx = _Context(tr, n_sink, run.cluster_of, tr.n_kv_heads // cfg.hash_groups)
+    hpg = tr.n_kv_heads // cfg.hash_groups
+    ctx = _Context(tr, n_sink, run.cluster_of, hpg, order=cfg.order)
     b, G, d = tr.step_bounds(), tr.n_q_heads // tr.n_kv_heads, tr.head_dim
     checked = 0
     for l in range(tr.n_layers):
@@ -70,9 +72,13 @@ def test_spread_term(case):
                 units2, sc = unit_scores("resv_spread", ctx, l, s, h)
                 assert all((u == v).all() for u, v in zip(units, units2))
                 q = tr.q[l, h * G:(h + 1) * G, b[s]:b[s + 1]].reshape(-1, d).astype(float)
+                step_of = run.cluster_of[l, h // hpg, b[s]:b[s + 1]]
                 for j, u in enumerate(units):
-                    k = tr.k[l, h, u].astype(float)
-                    var = ((k - k.mean(axis=0)) ** 2).sum() / len(u) / d
+                    cid = run.cluster_of[l, h // hpg, u[0]]
+                    own = np.arange(b[s], b[s + 1])[step_of == cid]
+                    k = tr.k[l, h, np.concatenate([u, own]) if cfg.order == "cluster_first"
+                             else u].astype(float)
+                    var = ((k - k.mean(axis=0)) ** 2).sum() / len(k) / d
                     want = base[:, j] + 0.5 * (q * q).sum(axis=1) / d * var
                     assert np.allclose(sc[:, j], want, rtol=1e-9, atol=1e-9)
                     checked += len(u) > 1

@@ -263,10 +263,18 @@ def test_tuned_clusters_same_patch_across_frames(bundled, bundled_q):
     assert share["tuned"] > 2 * share["paper"]
 
 
-def test_the_core_runs_select_first(syn):
+def test_the_core_runs_either_order(syn):
+    """The core's golden run takes both orders (the heads' candidates and counts are the
+    same past members; the cluster-first keys include the step's own) and refuses what the
+    core does not run; an unknown order is refused by the Config."""
     from golden.core import run_stream
     tr, qt = syn
-    with pytest.raises(ValueError, match="order 'select_first'"):
-        run_stream(tr, qt, _cfg(tr, order="cluster_first"))
+    runs = {o: run_stream(tr, qt, _cfg(tr, order=o), outputs=False)
+            for o in ("select_first", "cluster_first")}
+    for a, b in zip(*runs.values()):
+        assert [(h.clusters, h.counts) for h in a.heads] == \
+            [(h.clusters, h.counts) for h in b.heads]
+    with pytest.raises(ValueError, match="timing 'same_layer'"):
+        run_stream(tr, qt, _cfg(tr, timing="prev_layer"))
     with pytest.raises(ConfigError, match="order"):
         _cfg(tr, order="sideways")

@@ -23,8 +23,8 @@ def test_job_reports_every_comparison_over_its_seeds(tmp_path):
     from golden.trace import synthetic_trace
     tr = synthetic_trace(seed=7, n_frames=5, n_layers=3)
     sm = run_job(tr, None, progress=False, figures=False, seeds=2,
-                 sweeps={m: [0.05, 0.3, 0.9] for m in ("resv", "resv_tuned", "resv_cf",
-                                                      "resv_tuned_cf", "resv_noclust")}
+                 sweeps={m: [0.05, 0.3, 0.9] for m in ("resv", "resv_tuned", "resv_sf",
+                                                      "resv_tuned_sf", "resv_noclust")}
                  | {m: [0.02, 0.3, 0.8] for m in BASELINES})
     sp = sm["seed_spread"]
     assert sp["seeds"] == 2

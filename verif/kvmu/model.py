@@ -133,10 +133,11 @@ def synthetic_ops(cfg, rng, *, steps: int, tokens: int, new_cluster: float = 0.3
 
 def trace_ops(preset: str, steps: int | None = None):
     """The bundled real trace under a preset, as the core will drive the KVMU: per step and
-    layer, the version; per KV head the candidate list (before the step's tokens join, as
-    the golden run scores) and one fetch of the clusters the golden ReSV run selected, named
-    by candidate index (the WTU's output); then the step's non-sink tokens stored into their
-    golden clusters. Returns ``(ops, cfg, rows, selected, scored)``: the config of the trace,
+    layer, the version; per KV head the candidate list and one fetch of the members from
+    earlier steps (``past``) of the clusters the golden ReSV run selected, named by candidate
+    index (the WTU's output); the step's non-sink tokens stored into their golden clusters
+    after the heads, or before them in the cluster-first order (the Config's, as the golden
+    run scores). Returns ``(ops, cfg, rows, selected, scored)``: the config of the trace,
     its K/V rows and, for cross-checks, per fetch the set of past tokens the golden run's
     mask selected (the KVMU must deliver exactly these: every stored token of the selected
     clusters) and per candidate list the golden run's own candidates (cluster ids, counts,
@@ -154,11 +155,22 @@ def trace_ops(preset: str, steps: int | None = None):
     L, G, hpg = cfg.n_layers, cfg.hash_groups, cfg.heads_per_group
     S = tr.n_steps if steps is None else min(steps, tr.n_steps)
     ops, version, selected, scored = [], 0, [], []
+    first = cfg.order == "cluster_first"
+
+    def stores(s, l, a, b):
+        for t in range(a, b):
+            for g in range(G):
+                o = int(run.cluster_of[l, g, t])
+                if o >= 0:
+                    ops.append(("store", l, g, o, t, s))
+
     for s in range(S):
         a, b = int(bounds[s]), int(bounds[s + 1])
         for l in range(L):
             version += 1
             ops.append(("version", l, version))
+            if first:
+                stores(s, l, a, b)
             for h in range(cfg.n_kv_heads):
                 g, j = h // hpg, h % hpg
                 rec = by_key.get((l, s, h))
@@ -170,13 +182,11 @@ def trace_ops(preset: str, steps: int | None = None):
                 owners = sorted({int(run.cluster_of[l, g, t]) for t in sel})
                 if owners:
                     index = [int(np.searchsorted(rec["cluster"], o)) for o in owners]
-                    ops.append(("fetch", l, g, j, index, version, dict(by_index=True)))
+                    ops.append(("fetch", l, g, j, index, version,
+                                dict(by_index=True, past=True, step=s)))
                     selected.append({int(t) for t in sel})
-            for t in range(a, b):
-                for g in range(G):
-                    o = int(run.cluster_of[l, g, t])
-                    if o >= 0:
-                        ops.append(("store", l, g, o, t, s))
+            if not first:
+                stores(s, l, a, b)
     return ops, cfg, trace_rows(qt), selected, scored
 
 

@@ -23,7 +23,8 @@ class Sequencer(wiring.Component):
     version to the KVMU; per KV head the counts, scoring and selection phases
     (:mod:`.counts`) and the attention phase (:mod:`.attention`); per hash group the context
     moves (:mod:`.windows`, when the HCU holds fewer contexts than windows), the hashing and
-    the stores (:mod:`.hashing`). This controller keeps the descriptor, the walk over heads
+    the stores (:mod:`.hashing`); the heads first (``order`` ``select_first``) or the
+    groups first (``cluster_first``). This controller keeps the descriptor, the walk over heads
     and groups (``walk_layout``) and the phase counter, starts each phase controller and
     moves on when it is done (:class:`~.common.PhaseSignature`: a phase's last state and the
     next one's first are one cycle apart), and joins the resources the phases share: the
