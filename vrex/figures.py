@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 from .golden_regions import (methods_factorial, methods_matched, methods_options,
-                             methods_order, methods_seeds)
+                             methods_order, methods_seeds, methods_wicsum)
 from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # noqa: F401
 
 SNAPSHOT = ROOT / "docs" / "figures.json"
@@ -263,17 +263,22 @@ def readme_targets(snap: dict) -> list[str]:
 
 
 def core_bench(snap: dict) -> list[str]:
-    b = _v(snap, "bench/core")
-    if not b:
+    """The core's bench per preset, in its build's order and (``bench/core_<order>``) the
+    other: cycles and the phases' shares."""
+    if not _v(snap, "bench/core"):
         return ["(the core's bench is not in the snapshot)"]
-    e = snap["entries"]["bench/core"]
-    out = ["| preset | cycles | prediction | attention | hashing | stores | measured at |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| preset | order | cycles | prediction | attention | hashing | stores | measured at |",
+           "|---|---|---|---|---|---|---|---|"]
+    keys = ["bench/core"] + [k for k in ("bench/core_select_first", "bench/core_cluster_first")
+                             if k in snap["entries"]]
     for p in ("paper", "tuned"):
-        sh = b.get(f"phase_share_{p}", {})
-        pct = lambda k: f"{100 * sh[k]:.1f}%" if k in sh else "–"
-        out.append(f"| {p} | {_n(b.get(f'cycles_{p}'))} | {pct('predict')} | "
-                   f"{pct('attend')} | {pct('hash')} | {pct('store')} | `{e['commit']}` |")
+        for k in keys:
+            b, e = _v(snap, k), snap["entries"][k]
+            sh = b.get(f"phase_share_{p}", {})
+            pct = lambda x: f"{100 * sh[x]:.1f}%" if x in sh else "–"
+            out.append(f"| {p} | {b.get('order') or 'select_first'} | "
+                       f"{_n(b.get(f'cycles_{p}'))} | {pct('predict')} | {pct('attend')} | "
+                       f"{pct('hash')} | {pct('store')} | `{e['commit']}` |")
     return out
 
 
@@ -395,7 +400,7 @@ def regions(snap: dict) -> dict:
     r = {"readme-blocks": readme_blocks(snap), "cycles-measured": cycles_measured(snap),
          "paper-setting": paper_setting(snap), "readme-commands": readme_commands(snap),
          "methods-matched": methods_matched(snap), "methods-options": methods_options(snap),
-         "methods-order": methods_order(snap),
+         "methods-order": methods_order(snap), "methods-wicsum": methods_wicsum(snap),
          "methods-factorial": methods_factorial(snap), "methods-seeds": methods_seeds(snap),
          "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .reports import MATCHED
 
 __all__ = ["methods_matched", "methods_factorial", "methods_seeds", "methods_order",
-           "methods_options"]
+           "methods_wicsum", "methods_options"]
 
 
 def _golden_keys(snap: dict) -> list[str]:
@@ -93,6 +93,23 @@ def methods_order(snap: dict) -> list[str]:
         out.append(f"| `{k.split('/', 1)[1]}` | " + " | ".join(
             cell(st, p) for p in ("resv", "resv_tuned") for st in ("frame", "text")) + " |")
     return out if len(out) > 2 else ["(no golden job with both orders in the snapshot)"]
+
+
+def methods_wicsum(snap: dict) -> list[str]:
+    """Per traced golden job and preset at Th_r 0.3, the retrieval ratio of the bucketed walk
+    (the WTU's), of exact WiCSum on the integer scores and of the float reference, frame /
+    text."""
+    out = ["| trace | preset | bucketed (hardware) | exact, integer scores | exact, float |",
+           "|---|---|---|---|---|"]
+    for k in _golden_keys(snap):
+        w = snap["entries"][k]["values"].get("wicsum", {})
+        for i, (p, name) in enumerate((("resv", "paper"), ("resv_tuned", "tuned"))):
+            if p not in w:
+                continue
+            out.append(f"| {f'`{k.split(chr(47), 1)[1]}`' if i == 0 else ''} | `{name}` | "
+                       + " | ".join(f"{100 * w[p][c][0]:.1f}% / {100 * w[p][c][1]:.1f}%"
+                                    for c in ("bucket", "exact_int", "exact_float")) + " |")
+    return out if len(out) > 2 else ["(no golden job with the WiCSum ratios in the snapshot)"]
 
 
 OPTION_NAMES = {"reference": "as the reference", "sparse_first_layers": "first layers sparse",

@@ -103,7 +103,7 @@ def bench_values(block: str, r: dict) -> dict:
             v[f"cycles_per_candidate_lat{x['latency']}"] = x["cycles_per_candidate"]
         return v
     if block == "core":
-        v = {}
+        v = {"order": r.get("config", {}).get("resv", {}).get("order")}
         for p, x in r["presets"].items():
             tot = {ph: sum(row[ph] for row in x["rows"])
                    for ph in ("predict", "attend", "hash", "swap", "store")}
@@ -165,6 +165,12 @@ def golden_values(summary: dict) -> dict:
                 out.setdefault("order", {}).setdefault(stage, {})[preset] = [
                     round(m["resv"]["output_rel_l2"] / sf["output_rel_l2"], 3),
                     round(m["resv"]["retrieval_ratio"], 4)]
+    for preset in ("resv", "resv_tuned"):          # the bucketed walk against exact WiCSum
+        w = summary.get("methods", {}).get(preset, {}).get("wicsum_ratio")
+        if w:
+            out.setdefault("wicsum", {})[preset] = {
+                k: [round(w[k][st], 4) for st in ("frame", "text")]
+                for k in ("bucket", "exact_int", "exact_float")}
     sp = summary.get("seed_spread")
     if sp:                                  # over the hyperplane seeds: mean, min, max, verdict
         cell = lambda v: [None if v["mean"] is None else round(v[k], 4)
@@ -263,6 +269,13 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
                     entries[f"bench/{block}"] = entry(f"build/bench/{block}.json",
                                                        r.get("config"), vals)
                     done.append(f"bench/{block}")
+        for order in ("select_first", "cluster_first"):     # the core in its other order
+            p = Path(bench_dir) / f"core_{order}.json"
+            if p.exists():
+                r = json.loads(p.read_text())
+                entries[f"bench/core_{order}"] = entry(f"build/bench/core_{order}.json",
+                                                       r.get("config"), bench_values("core", r))
+                done.append(f"bench/core_{order}")
     if synth_report is not None and Path(synth_report).exists():
         rep = json.loads(Path(synth_report).read_text())
         for block, r in rep["blocks"].items():
