@@ -45,9 +45,11 @@ def tiny_config(preset, **kw):
 
 @pytest.mark.parametrize("preset, bus, n, latency, pauses, cap, order", [
     ("paper", 16, 8, 0, 0.0, 2, "select_first"),    # the HCU's cluster-size cap (TH_HD)
-    ("tuned", 8, 4, 7, 0.3, None, "select_first"),
+    # (tuned, select first, a hostile bus: the Verilog tier's synth_tuned_bus8_n4_w3_b32
+    # point in make test; this run in make soak)
+    pytest.param("tuned", 8, 4, 7, 0.3, None, "select_first", marks=pytest.mark.soak),
     ("paper", 16, 8, 3, 0.3, None, "cluster_first"),  # (Th_r 0.5: where the order tells)
-    ("tuned", 8, 4, 0, 0.0, None, "cluster_first"),
+    ("tuned", 8, 4, 7, 0.3, None, "cluster_first"),
 ])
 def test_core_end_to_end(preset, bus, n, latency, pauses, cap, order):
     """A tiny stream (prompt, two frames, a question): every hash, cluster, selection,
