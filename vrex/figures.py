@@ -112,6 +112,8 @@ def _label(key: str) -> str:
 
 
 def _value(key: str, val) -> str:
+    if isinstance(val, str):
+        return f"`{val}`"
     if isinstance(val, float) and ("utilisation" in key or "share" in key):
         return f"{val:.2%}" if val > 0.999 else f"{val:.1%}"
     if isinstance(val, float):
