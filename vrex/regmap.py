@@ -22,7 +22,7 @@ __all__ = ["Field", "Register", "REGISTERS", "ERRORS", "BUS_RULES", "DESCRIPTOR"
            "register_map", "encode_descriptor", "decode_descriptor", "c_header", "markdown"]
 
 ID = 0x56524558                 # "VREX"
-VERSION = (0, 2, 0)             # of this register map: major, minor, patch
+VERSION = (0, 3, 0)             # of this register map: major, minor, patch
 PERF_BASE = 0x100
 
 
@@ -122,6 +122,9 @@ REGISTERS = (
                                          "each), base bits 31:0; bus aligned; used when "
                                          "the build holds fewer windows than the model"),
     Register("CTX_BASE_HI", 0x08C, "RW", "that area's base, bits 63:32"),
+    Register("BUILD2", 0x090, "RO", "the build's options (reset: the build's values)", (
+        _f("cluster_first", 0, 1, "1: a step's tokens are hashed and stored before its heads "
+                                  "score (`Config.order` cluster_first), 0: select first"),)),
 )
 
 # error codes (ERROR_CODE.code)
@@ -195,14 +198,15 @@ DESC_WORDS = 21
 
 
 def build_values(cfg) -> dict:
-    """BUILD0 and BUILD1 of the build made from ``cfg``."""
+    """BUILD0, BUILD1 and BUILD2 of the build made from ``cfg``."""
     regs = {r.name: r for r in REGISTERS}
     vals = {"attn_n": cfg.attn_n, "hcu_lanes": cfg.hcu_lanes, "wtu_lanes": cfg.wtu_lanes,
             "contexts": cfg.contexts, "n_hp": cfg.n_hp,
             "window_log2": cfg.window.bit_length() - 1, "buckets": cfg.buckets,
-            "block_tokens": cfg.block_tokens}
+            "block_tokens": cfg.block_tokens,
+            "cluster_first": int(cfg.order == "cluster_first")}
     out = {}
-    for name in ("BUILD0", "BUILD1"):
+    for name in ("BUILD0", "BUILD1", "BUILD2"):
         v = 0
         for f in regs[name].fields:
             if not 0 <= vals[f.name] < 1 << f.width:

@@ -43,7 +43,7 @@ class CoreRegisters(wiring.Component):
     Parameters (keyword-only): ``layers``, ``step_bits``, ``bus_bytes`` (alignment),
     ``buffer_bytes``
     (name -> bytes a step token of that buffer spans, ``hp_addr`` a fixed size),
-    ``queue_depth``, ``build`` (BUILD0/BUILD1 values), ``perf`` (the counter names, in
+    ``queue_depth``, ``build`` (BUILD0-BUILD2 values), ``perf`` (the counter names, in
     map order).
     """
 
@@ -120,7 +120,7 @@ class CoreRegisters(wiring.Component):
         name, st = reg.name, h.st
         if name == "ID" or name == "VERSION":
             return Const(reg.reset, 32)
-        if name in ("BUILD0", "BUILD1"):
+        if name in ("BUILD0", "BUILD1", "BUILD2"):
             return Const(self._build[name], 32)
         if name == "STATUS":
             q = h.level

@@ -117,7 +117,7 @@ class RegsModel:
         n = r.name
         if n in ("ID", "VERSION"):
             v = r.reset
-        elif n in ("BUILD0", "BUILD1"):
+        elif n in ("BUILD0", "BUILD1", "BUILD2"):
             v = self.build[n]
         elif n == "STATUS":
             q = len(self.queue)

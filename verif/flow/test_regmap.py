@@ -65,6 +65,8 @@ def test_descriptor_round_trips_and_refuses_bad_fields():
 def test_build_registers():
     v = regmap.build_values(Config())
     assert v["BUILD0"] & 0xFF == 8 and (v["BUILD1"] >> 8) & 0xFF == 10     # n 8, window 1024
+    assert v["BUILD2"] == 1 and \
+        regmap.build_values(Config(order="select_first"))["BUILD2"] == 0    # the order
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on this machine")

@@ -234,26 +234,8 @@ class Sequencer(wiring.Component):
                                                                hs.CMD))]
             m.next = "RUN"
 
-        # the order (docs/core.md): select first, the heads then the hash groups; cluster
-        # first, the hash groups (the step's tokens stored) then the heads
         first_groups = cfg.order == "cluster_first"
-
-        def heads_start():
-            m.d.sync += phase.eq(1)
-            m.d.comb += cnt.ctl.go.eq(1)
-            m.next = "RUN"
-
-        def groups_start():
-            m.d.sync += [w.grp.eq(0), w.ptr.kh.eq(dsc.k_hash_addr + w.skip * hd),
-                         w.ptr.kg.eq(dsc.k_addr + w.skip * hd),
-                         w.ptr.vg.eq(dsc.v_addr + w.skip * hd),
-                         w.ptr.hp.eq(dsc.hp_addr), phase.eq(3)]
-
-        def groups_end():
-            if first_groups:
-                heads_start()
-            else:
-                m.next = "FINISH"
+        heads_start, groups_start, groups_end = self._order(m, cnt, dsc, w, phase)
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -345,6 +327,30 @@ class Sequencer(wiring.Component):
                     m.d.comb += [self.done.eq(1), self.done_version.eq(dsc.version)]
                     m.d.sync += phase.eq(0)
                     m.next = "IDLE"
+
+    def _order(self, m, cnt, dsc, w, phase):
+        """The walk's order (docs/core.md): select first, the heads then the hash groups;
+        cluster first, the hash groups (the step's tokens stored) then the heads. The moves
+        that start the heads, start the groups and end the groups."""
+        hd = self._cfg.head_dim
+
+        def heads_start():
+            m.d.sync += phase.eq(1)
+            m.d.comb += cnt.ctl.go.eq(1)
+            m.next = "RUN"
+
+        def groups_start():
+            m.d.sync += [w.grp.eq(0), w.ptr.kh.eq(dsc.k_hash_addr + w.skip * hd),
+                         w.ptr.kg.eq(dsc.k_addr + w.skip * hd),
+                         w.ptr.vg.eq(dsc.v_addr + w.skip * hd),
+                         w.ptr.hp.eq(dsc.hp_addr), phase.eq(3)]
+
+        def groups_end():
+            if self._cfg.order == "cluster_first":
+                heads_start()
+            else:
+                m.next = "FINISH"
+        return heads_start, groups_start, groups_end
 
     def _dispatch(self, m, p):
         """While a phase runs: when it is done, the next phase starts in the same cycle, or
