@@ -141,9 +141,10 @@ def core_total(snap: dict) -> list[str]:
 
 
 def block_measured(snap: dict, block: str) -> list[str]:
-    """A block's "Measured" table: every figure of its entries, with where it came from."""
+    """A block's "Measured" table: every figure of its entries, with where it came from (the
+    core's bench has a table of its own, ``core-bench``)."""
     out = ["| figure | value | measured at | from |", "|---|---|---|---|"]
-    for kind in ("bench", "synth"):
+    for kind in ("synth",) if block == "core" else ("bench", "synth"):
         e = snap.get("entries", {}).get(f"{kind}/{block}")
         for k, val in (e or {}).get("values", {}).items():
             out.append(f"| {_label(k)} | {_value(k, val)} | `{e['commit']}` | "
