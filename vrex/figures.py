@@ -252,8 +252,9 @@ def readme_commands(snap: dict) -> list[str]:
             "```", "",
             "Times after set-up on a 2-core machine where a pure-Python loop of 30 million "
             f"additions takes {t.get('loop_30m_s', '–')} s;",
-            "\"cold\" is with an empty compiler cache (the first run on a machine), the other a "
-            "later run in any clone;",
+            *(["\"cold\" is with an empty compiler cache (the first run on a machine), the "
+               "other a later run in any clone;"]
+              if any(e and e.get("cold_seconds") for e in (d, x)) else []),
             f"set-up itself takes {_duration(t.get('setup'))} with the wheels cached."]
 
 
