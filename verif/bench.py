@@ -4,7 +4,8 @@ For every block of :data:`rtl.BLOCKS` that has a bench (``verif/<group>/bench.py
 ``bench_<block>.py`` in a group of several), builds the block
 from the Config (``--config``, default: the paper preset), runs the benchmark and writes
 ``build/bench/<block>.json`` (the block's own counters and derived figures, with the
-Config it measured). Tool logs go to ``build/sim/<block>_bench/``.
+Config it measured); the core also in the other order of its sequencer
+(``core_<order>.json``). Tool logs go to ``build/sim/<block>_bench/``.
 """
 from __future__ import annotations
 

@@ -13,8 +13,9 @@ build whose ``attn_b_rows`` cannot hold the trace's longest attended set is benc
 ``core.png`` beside it: cycles per descriptor against the tokens cached, per phase.
 
 Then (unless ``VREX_QUEUED=0``, as the cycle model's runs set) each stream again from a soft
-reset, queued as a host that keeps the queue full would: the descriptors overlap (a
-descriptor's first counts list is taken while the one before attends, docs/core.md), so
+reset, queued as a host that keeps the queue full would: in the select-first order the
+descriptors overlap (a descriptor's first counts list is taken while the one before attends,
+docs/core.md; the cluster-first order takes none ahead), so
 only the whole stream's cycles and the lists taken ahead (``core_ahead``) are reported,
 against the one-at-a-time run's, the outputs compared again.
 """
