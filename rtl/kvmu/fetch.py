@@ -7,6 +7,12 @@ from amaranth.hdl import Mux
 __all__ = ["FetchStates"]
 
 
+def _past(entry, step):
+    """A cluster-table entry's members from steps before ``step`` (those of its last step
+    ``cur_step`` are its last ``cur_n``)."""
+    return entry.count - Mux(entry.cur_step == step, entry.cur_n, 0)
+
+
 class FetchStates:
     """A fetch walks its cluster's blocks and asks for their bursts (the delivery returns
     the beats); a candidate list visits every cluster of its (layer, group)."""
@@ -47,9 +53,8 @@ class FetchStates:
                 m.d.comb += ev.fetched_clusters.eq(1)
                 # ``past``: the members from steps before ``step`` only, the chain's first
                 # ones (a poisoned cluster's count stopped: all of them)
-                e = c.ct
-                pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
-                m.d.sync += [c.flim.eq(pst), c.flim_on.eq(cmd.past & ~e.poisoned)]
+                m.d.sync += [c.flim.eq(_past(c.ct, cmd.step)),
+                             c.flim_on.eq(cmd.past & ~c.ct.poisoned)]
                 with m.If(c.ct.valid):
                     m.d.sync += c.bid.eq(c.ct.head)
                     m.next = "F_BT"
@@ -133,7 +138,7 @@ class FetchStates:
         with m.State("C_CHK2"):
             # the entry's past members (and whether it is a candidate) registered, then used
             e = c.ct
-            pst = e.count - Mux(e.cur_step == cmd.step, e.cur_n, 0)
+            pst = _past(e, cmd.step)
             m.d.sync += [cnt.eq(e.count), past.eq(pst),
                          c.cand_ok.eq(e.valid & ~e.poisoned & (pst[:cb] != 0))]
             m.next = "C_CHK3"

@@ -271,35 +271,23 @@ async def synthetic_stream(dut, crossing):
 
 
 @test()
-async def cluster_first(dut):
-    """The cluster-first order: each step's tokens stored first, then candidate lists and
-    fetches by index of the members from earlier steps only (``past``), under pauses and
-    random read latency."""
-    rng = random.Random(15)
-    tb = KvmuTB(dut, latency=lambda: rng.randrange(12))
-    tb.cross("both", seed=16)
-    tb.ram.pause_all(0.2, seed=17, ticker=tb.ticker)
-    await tb.start()
-    cfg = tb.cfg
-    ops = synthetic_ops(cfg, np.random.default_rng(18), steps=3, tokens=5,
-                        max_owner=min(cfg.kvmu_clusters, 12), by_index=True,
-                        stores_first=True)
-    exp, run = await tb.run(ops, random_rows(18, 2 * cfg.head_dim), _spill(cfg))
-    assert any(op[0] == "fetch" and op[6].get("past") for op in ops)
-
-
-@test()
-async def random_latency(dut):
-    """Reads answered 0 to 40 cycles after their AR (random, in order), with stalls."""
+@cocotb.parametrize(order=named(["select_first", "cluster_first"]))
+async def random_latency(dut, order):
+    """Reads answered 0 to 40 cycles after their AR (random, in order), with stalls; in
+    both orders of the core (cluster first: each step's tokens stored first, then candidate
+    lists and fetches by index of the members from earlier steps only, ``past``)."""
     rng = random.Random(5)
     tb = KvmuTB(dut, latency=lambda: rng.randrange(41))
     tb.cross("both", seed=4)
     tb.ram.pause_all(0.2, seed=6, ticker=tb.ticker)
     await tb.start()
     cfg = tb.cfg
+    first = order == "cluster_first"
     ops = synthetic_ops(cfg, np.random.default_rng(7), steps=3, tokens=4,
-                        max_owner=min(cfg.kvmu_clusters, 10))
+                        max_owner=min(cfg.kvmu_clusters, 10), by_index=first,
+                        stores_first=first)
     await tb.run(ops, random_rows(7, 2 * cfg.head_dim), _spill(cfg))
+    assert first == any(op[0] == "fetch" and op[6].get("past") for op in ops)
 
 
 @test()

@@ -235,7 +235,8 @@ class Sequencer(wiring.Component):
             m.next = "RUN"
 
         first_groups = cfg.order == "cluster_first"
-        heads_start, groups_start, groups_end = self._order(m, cnt, dsc, w, phase)
+        heads_start, groups_start, groups_end = self._order(m, cnt, dsc, w, phase,
+                                                            first_groups)
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -328,7 +329,7 @@ class Sequencer(wiring.Component):
                     m.d.sync += phase.eq(0)
                     m.next = "IDLE"
 
-    def _order(self, m, cnt, dsc, w, phase):
+    def _order(self, m, cnt, dsc, w, phase, first_groups):
         """The walk's order (docs/core.md): select first, the heads then the hash groups;
         cluster first, the hash groups (the step's tokens stored) then the heads. The moves
         that start the heads, start the groups and end the groups."""
@@ -346,7 +347,7 @@ class Sequencer(wiring.Component):
                          w.ptr.hp.eq(dsc.hp_addr), phase.eq(3)]
 
         def groups_end():
-            if self._cfg.order == "cluster_first":
+            if first_groups:
                 heads_start()
             else:
                 m.next = "FINISH"
