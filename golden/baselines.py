@@ -42,6 +42,7 @@ import math
 
 import numpy as np
 
+from .resv import dense_rows, densify
 from .trace import Trace
 
 __all__ = ["budget", "full", "oracle_topk", "quest", "infinigen", "rekv", "window",
@@ -80,23 +81,6 @@ def window(trace: Trace, n_sink: int, frac: float) -> np.ndarray:
         if n:
             m[:, s, :, b[s] - n:b[s]] = True
     return m
-
-
-def dense_rows(trace: Trace, dense_layers: int) -> np.ndarray:
-    """The trace's layer indices whose model layer is among the first ``dense_layers``
-    (the traces hold a subset of the model's layers: ``trace.layers``)."""
-    return np.flatnonzero(np.asarray(trace.layers) < dense_layers)
-
-
-def _densify(trace: Trace, n_sink: int, masks: dict, dense_layers: int) -> dict:
-    """``masks`` with every past non-sink token attended at the dense layers."""
-    rows = dense_rows(trace, dense_layers)
-    if len(rows):
-        b = trace.step_bounds()
-        for m in masks.values():
-            for s in range(trace.n_steps):
-                m[rows, s, :, n_sink:b[s]] = True
-    return masks
 
 
 def _rows(trace, l, h, lo, hi):
@@ -229,7 +213,7 @@ def infinigen(trace: Trace, n_sink: int, fracs, r_frac: float = 0.25,
         near = logit[:, idx] >= logit.max(axis=1, keepdims=True) - alpha
         return int(round(near.sum(axis=1).mean()))
     masks = _token_topk(trace, n_sink, fracs, score, count_fn=count if alpha else None)
-    return _densify(trace, n_sink, masks, dense_layers)
+    return densify(trace, n_sink, masks, dense_layers)
 
 
 def quest_bounds(rows: np.ndarray, K: np.ndarray, page: int) -> np.ndarray:
@@ -267,7 +251,7 @@ def quest(trace: Trace, n_sink: int, fracs, page: int = 16,
                         a0, a1 = n_sink + pg * page, min(lo, n_sink + (pg + 1) * page)
                         out[f][l, s, h, a0:a1] = True
                         got += a1 - a0
-    return _densify(trace, n_sink, out, dense_layers)
+    return densify(trace, n_sink, out, dense_layers)
 
 
 def rekv(trace: Trace, n_sink: int, fracs) -> dict:
@@ -315,8 +299,8 @@ def prediction_keys(method: str, trace: Trace, n_sink: int, *, page: int = 16,
     avail = np.array([max(0, int(b[s]) - n_sink) for s in range(S)], float)
     keys = np.zeros((L, S, H))
     if candidates is not None:                          # ReSV: its own count
-        return candidates.astype(float)
-    if method in ("oracle_topk", "resv_noclust"):
+        keys = candidates.astype(float)
+    elif method in ("oracle_topk", "resv_noclust"):
         keys[:] = avail[None, :, None]
     elif method == "quest":
         keys[:] = (2 * np.ceil(avail / page))[None, :, None]

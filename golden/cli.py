@@ -27,7 +27,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3,
                     help="hyperplane seeds every matched and count-matched comparison is made "
                          "over (3): mean, spread and a win only where the spreads part")
+    ap.add_argument("--dense-layers", type=int, default=None,
+                    help="the model's first N layers dense for every method (D14: no "
+                         "prediction, every past token; default the Config's, 0)")
     args = ap.parse_args(argv)
+    if args.dense_layers is not None and args.dense_layers < 0:
+        ap.error(f"--dense-layers must be 0 or more, not {args.dense_layers}")
     if args.seeds < 1:
         ap.error(f"--seeds must be at least 1, not {args.seeds}")
     if not 0.0 < args.near_share <= 1.0:
@@ -39,7 +44,8 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out) / trace.name
     summary = run_job(trace, out, progress=not args.quiet, figures=not args.no_figures,
-                      near_share=args.near_share, jobs=args.jobs, seeds=args.seeds)
+                      near_share=args.near_share, jobs=args.jobs, seeds=args.seeds,
+                      dense_layers=args.dense_layers)
     print(format_table(summary))
     print(f"wrote {out / 'summary.json'}" + ("" if args.no_figures else
           f", {out / 'retrieval.png'}, {out / 'pareto.png'}"))

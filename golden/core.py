@@ -95,6 +95,7 @@ class LayerStep:
     heads: list                      # HeadResult per KV head
     hashes: np.ndarray               # uint64 [groups, tokens hashed]
     clusters: np.ndarray             # int [groups, tokens hashed]
+    dense: bool = False              # a dense layer (D14): the descriptor's ``dense`` flag
 
 
 def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
@@ -106,11 +107,14 @@ def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
     members'), light
     attention (D10, docs/numerics.md §10) of every query row over the sink tokens, its KV
     head's fetched past tokens and the step's own tokens up to itself, in the integer mode.
+    At a dense layer (``cfg.dense_layers``, D14) a head's list is every cluster with past
+    members (id order, the past counts: the core's counts list), all of it selected, so
+    every past non-sink token is fetched.
     ``outputs=False``: every size and selection, no attention (each head's ``o`` is None;
     what the cycle model reads)."""
     from .attn import attend, exp_registers
     from .numerics import ExpUnit
-    from .resv import run_resv, sink_count
+    from .resv import dense_rows, run_resv, sink_count
     if cfg.timing != "same_layer" or cfg.scope != "kv_head" or cfg.numerics != "int" or \
             cfg.wicsum != "bucket":
         raise ValueError("the core runs numerics 'int', wicsum 'bucket', scope 'kv_head' and "
@@ -123,6 +127,7 @@ def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
     n_sink = run.n_sink
     G, hpg, gq, d = cfg.hash_groups, cfg.heads_per_group, cfg.group_size, cfg.head_dim
     S = trace.n_steps if steps is None else min(steps, trace.n_steps)
+    dense = set(dense_rows(trace, cfg.dense_layers).tolist())
     out = []
     for s in range(S):
         a, b = int(bounds[s]), int(bounds[s + 1])
@@ -136,7 +141,12 @@ def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
                 g = h // hpg
                 rec = by_key.get((l, s, h))
                 sel = np.flatnonzero(masks[l, s, h, :a])
-                if rec is None:
+                if l in dense:
+                    ids, counts = np.unique(run.cluster_of[l, g, :a], return_counts=True)
+                    clusters = [int(c) for c in ids[ids >= 0]]
+                    counts = [int(n) for n in counts[ids >= 0]]
+                    chosen = list(range(len(clusters)))
+                elif rec is None:
                     clusters, counts, chosen = [], [], []
                 else:
                     clusters = [int(c) for c in rec["cluster"]]
@@ -156,7 +166,7 @@ def run_stream(trace, qt, cfg, steps=None, outputs: bool = True) -> list:
                 hashed=max(0, first - a), beta_m=regs["beta_m"],
                 beta_shift=regs["beta_shift"], heads=heads,
                 hashes=run.hashes[l, :, first:b].copy(),
-                clusters=run.cluster_of[l, :, first:b].copy()))
+                clusters=run.cluster_of[l, :, first:b].copy(), dense=l in dense))
     return out
 
 

@@ -130,6 +130,7 @@ def descriptor_sizes(ls, moves=(), b_rows: int | None = None) -> dict:
     return {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
             "saves": kinds.count("save"), "loads": kinds.count("load"),
             "flushes": kinds.count("flush"),
+            "dense": bool(getattr(ls, "dense", False)),
             "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
                        "fetched": len(h.fetched), "attended": h.attended,
                        "chunks": chunks(h)}
@@ -163,7 +164,7 @@ def features(row: dict, g: dict, lat: int, centre: bool) -> dict:
             # a later head's counts list runs while the previous head attends (hidden)
             pr["cand"] += C
             pr["counts_trip"] += lat
-        if C:
+        if C and not row.get("dense"):      # a dense layer's heads: no scoring, no WTU
             pr["scored_head"] += 1
             # the engine loads B (kc beats a candidate) from the key stream at its pace
             pr["score"] += score_cycles(n, rows, d, C) + C * (max(kc, key_interval) - kc)

@@ -17,7 +17,7 @@ from .seeds import over_seeds
 from .kvmu import fetch_cost, simulate_layout
 from .metrics import aggregate, evaluate
 from .pool import map_forked
-from .resv import run_resv, sink_count
+from .resv import dense_rows, densify, run_resv, sink_count
 from .trace import Trace, quantise
 
 __all__ = ["run_job", "SWEEPS", "DEFAULT_KNOBS"]
@@ -97,21 +97,25 @@ def _stage_ratios(mask: np.ndarray, trace: Trace, n_sink: int, stage: np.ndarray
 
 def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool = True,
             sweeps: dict | None = None, near_share: float = 0.5, jobs: int = 1,
-            seeds: int = SEEDS) -> dict:
+            seeds: int = SEEDS, dense_layers: int | None = None) -> dict:
     """Run every method; ``near_share``: the near tier holds that share of the blocks a
     sequential layout of the whole trace needs (the rest of the stream goes far). ``jobs``:
     processes for the independent runs and the evaluation (:mod:`golden.pool`); the
     results do not depend on it. ``timing_s`` holds each run's own time. ``seeds``: the
     hyperplane seeds every matched and count-matched comparison is made over (the first is
-    the preset's ``hp_seed``; ``seed_spread``)."""
+    the preset's ``hp_seed``; ``seed_spread``). ``dense_layers``: the model's first that many
+    layers dense for every method (D14: what the hardware does with the descriptors' ``dense``
+    flag; default the Config's), on top of the references' own dense first layers."""
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, not {seeds}")
     sweeps = SWEEPS if sweeps is None else sweeps
     prog = Progress(progress)
     t_start = time.time()
     geo = trace.geometry()
-    cfgs = {"resv": Config.from_preset("paper", **geo),
-            "resv_tuned": Config.from_preset("tuned", **geo)}
+    extra = {} if dense_layers is None else {"dense_layers": dense_layers}
+    cfgs = {"resv": Config.from_preset("paper", **geo, **extra),
+            "resv_tuned": Config.from_preset("tuned", **geo, **extra)}
+    dense = cfgs["resv"].dense_layers
     qt = quantise(trace)
     n_sink = sink_count(trace, cfgs["resv"])
     bounds = trace.step_bounds()
@@ -159,8 +163,9 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         fn = {"quest": partial(baselines.quest, page=QUEST_PAGE),
               "infinigen": partial(baselines.infinigen, r_frac=INFINIGEN_DIMS)}[m]
         for v, kw in variants.items():
-            if "dense_layers" in kw and not any(x < DENSE[m] for x in trace.layers):
-                continue                    # the trace holds none of the dense layers
+            if "dense_layers" in kw and list(dense_rows(trace, max(DENSE[m], dense))) == \
+                    list(dense_rows(trace, dense)):
+                continue        # the reference's dense layers change nothing on this trace
             tasks[f"{m}:{v}"] = partial(fn, trace, n_sink, [DEFAULT_KNOBS[m]], **kw)
     tasks["window"] = lambda: {f: baselines.window(trace, n_sink, f) for f in knobs("window")}
     def timed(name):
@@ -204,7 +209,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             "exact_float": _stage_ratios(rf.masks[cfg.th_r], trace, n_sink, stage)}
     pred_keys = {m: baselines.prediction_keys(m, trace, n_sink, page=QUEST_PAGE,
                                               r_frac=INFINIGEN_DIMS,
-                                              dense_layers=DENSE.get(m, 0),
+                                              dense_layers=max(DENSE.get(m, 0), dense),
                                               candidates=runs[m].candidates if m in runs
                                               and m != "resv_noclust" else None)
                  for m in METHODS}
@@ -227,6 +232,9 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
             masks[(f"{'fx' if k == 0 else f'fx{k}'}:{p}:{q}", None)] = m
     timing["factorial"] = time.time() - t0
 
+    # the dense layers (D14) for every method: each mask attends every past token there
+    for m in masks.values():
+        densify(trace, n_sink, m, dense)
     main = {m: (m, DEFAULT_KNOBS.get(m)) for m in METHODS}
     t0 = time.time()
     stats = evaluate(trace, masks, n_sink, qt=qt, int_methods=(main["resv"], main["resv_tuned"]),
@@ -249,6 +257,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
 
     summary = {"trace": trace.name, "tokens": trace.n_tokens, "steps": trace.n_steps,
                "layers": [int(x) for x in trace.layers], "n_sink": n_sink,
+               "dense_layers": dense,
                "geometry": geo, "configs": {k: c.to_dict() for k, c in cfgs.items()},
                "default_knobs": DEFAULT_KNOBS, "near_blocks": near_blocks,
                "near_share": near_share, "methods": {}}
@@ -304,7 +313,7 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
         pareto[m] = pts
     summary["pareto"] = pareto
     summary["baseline_options"] = _options(masks, stats, stage)
-    summary["factorial"] = _factorial(trace, n_sink, stats, stage, seed_runs, cap_runs)
+    summary["factorial"] = _factorial(trace, n_sink, stats, stage, seed_runs, cap_runs, dense)
     summary["matched"] = matched_ratio(pareto)
     summary["matched_without_layer0"] = matched_without_layer0(pareto)
     # the headline figures' spread over hyperplane seeds, and the seed-to-seed Jaccard of the
@@ -340,7 +349,8 @@ def run_job(trace: Trace, out_dir=None, *, progress: bool = True, figures: bool 
     return summary
 
 
-def _factorial(trace, n_sink: int, stats: dict, stage, seed_runs: list, cap_runs: list) -> dict:
+def _factorial(trace, n_sink: int, stats: dict, stage, seed_runs: list, cap_runs: list,
+               dense: int = 0) -> dict:
     """Per predictor and policy, per stage, the mean over the hyperplane seeds (``seed_runs``:
     ReSV's run of each, its counts and clusters; ``cap_runs``: the same with the cluster-size
     cap) of the retrieval ratio, relative L2 error, mass recall, output cosine and prediction
@@ -355,7 +365,8 @@ def _factorial(trace, n_sink: int, stats: dict, stage, seed_runs: list, cap_runs
                       {"candidates": cap_runs[k].candidates} if p == "resv_cap" else {})
                 keys = baselines.prediction_keys("oracle_topk" if p == "tokens" else p, trace,
                                                  n_sink, page=QUEST_PAGE,
-                                                 r_frac=INFINIGEN_DIMS, **kw)
+                                                 r_frac=INFINIGEN_DIMS, dense_layers=dense,
+                                                 **kw)
                 tag = "fx" if k == 0 else f"fx{k}"
                 agg = aggregate(stats[(f"{tag}:{p}:{q}", None)], stage, keys=keys,
                                 head_dim=trace.head_dim)

@@ -26,7 +26,8 @@ from .numerics import (ExpUnit, centring_bias, hamming, hash_bits, hyperplanes, 
                        project, round_div, wicsum_bucket_sweep, wicsum_exact_sweep)
 from .trace import QuantTrace, Trace
 
-__all__ = ["HashClusterer", "ResvLayer", "ResvResult", "run_resv", "sink_count"]
+__all__ = ["HashClusterer", "ResvLayer", "ResvResult", "run_resv", "sink_count", "dense_rows",
+           "densify"]
 
 
 def sink_count(trace: Trace, cfg: Config) -> int:
@@ -34,6 +35,25 @@ def sink_count(trace: Trace, cfg: Config) -> int:
     if cfg.n_sink is None:
         return int(trace.step_bounds()[1]) if trace.n_tokens else 0
     return min(cfg.n_sink, trace.n_tokens)
+
+
+def dense_rows(trace: Trace, dense_layers: int) -> np.ndarray:
+    """The trace's layer indices whose model layer is among the model's first
+    ``dense_layers`` (D14; the traces hold a subset of the model's layers:
+    ``trace.layers``)."""
+    return np.flatnonzero(np.asarray(trace.layers) < dense_layers)
+
+
+def densify(trace: Trace, n_sink: int, masks, dense_layers: int):
+    """``masks`` (a mask ``[L, S, Hkv, T]`` or a dict of them) with every past non-sink token
+    attended at the dense layers (:func:`dense_rows`), in place; returned."""
+    rows = dense_rows(trace, dense_layers)
+    if len(rows):
+        b = trace.step_bounds()
+        for m in masks.values() if isinstance(masks, dict) else [masks]:
+            for s in range(trace.n_steps):
+                m[rows, s, :, n_sink:b[s]] = True
+    return masks
 
 
 class HashClusterer:
@@ -308,7 +328,11 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     default the configuration's ``cluster_cap``).
 
     ``record_rows``: a list that receives, per (layer, step, KV head) with candidates, the
-    WTU's input: candidate cluster ids, scores ``[rows, C]``, weights and counts."""
+    WTU's input: candidate cluster ids, scores ``[rows, C]``, weights and counts.
+
+    The model's first ``cfg.dense_layers`` layers (D14) are dense: their tokens are hashed,
+    clustered and stored as every layer's, but nothing is scored or selected (no record,
+    no candidates counted): every past non-sink token is attended."""
     if cfg.wicsum == "bucket" and cfg.numerics != "int":
         raise ConfigError("wicsum 'bucket' needs numerics 'int' (buckets split integer scores)")
     if cfg.numerics == "int" and qt is None:
@@ -331,14 +355,18 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
             lay.partition = partition[l]
     masks = {th: np.zeros((L, S, Hkv, T), bool) for th in th_rs}
     visited: dict = {}
+    dense = set(dense_rows(trace, cfg.dense_layers).tolist())
     for s in range(S):
         a, b = int(bounds[s]), int(bounds[s + 1])
         for l, lay in enumerate(layers):
             if cfg.order == "cluster_first":
                 lay.cluster(s, a, b)
-            own = lay.select(s, a, b, th_rs, visited)
-            for th in th_rs:
-                masks[th][l, s, :, :a] = own[th]
+            # a dense layer predicts nothing (densify below) unless the next layer's
+            # selection is its prediction
+            if l not in dense or cfg.timing == "prev_layer":
+                own = lay.select(s, a, b, th_rs, visited)
+                for th in th_rs:
+                    masks[th][l, s, :, :a] = own[th]
             if cfg.order == "select_first":
                 lay.cluster(s, a, b)
         if progress:
@@ -346,6 +374,7 @@ def run_resv(trace: Trace, qt: QuantTrace | None, cfg: Config, th_rs=None,
     if cfg.timing == "prev_layer":
         for th in th_rs:
             masks[th][1:] = masks[th][:-1].copy()
+    densify(trace, n_sink, masks, cfg.dense_layers)
     return ResvResult(
         cfg=cfg, th_rs=th_rs, masks=masks,
         cluster_of=np.stack([lay.cluster_of for lay in layers]),

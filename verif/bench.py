@@ -5,7 +5,9 @@ For every block of :data:`rtl.BLOCKS` that has a bench (``verif/<group>/bench.py
 from the Config (``--config``, default: the paper preset), runs the benchmark and writes
 ``build/bench/<block>.json`` (the block's own counters and derived figures, with the
 Config it measured); the core also in the other order of its sequencer
-(``core_<order>.json``). Tool logs go to ``build/sim/<block>_bench/``.
+(``core_<order>.json``) and with the bundled trace's first layer dense (``core_dense.json``,
+D14: ``dense_layers`` covering its model layer; one at a time only). Tool logs go to
+``build/sim/<block>_bench/``.
 """
 from __future__ import annotations
 
@@ -31,9 +33,10 @@ def benched_blocks() -> list[str]:
     return [b for b in BLOCKS if importlib.util.find_spec(_bench_module(b)) is not None]
 
 
-def bench_block(name: str, cfg, out_dir: Path, stem: str | None = None) -> dict:
-    """Run ``verif.<name>.bench`` on the block built from ``cfg``; its JSON report
-    (``<out_dir>/<stem or name>.json``)."""
+def bench_block(name: str, cfg, out_dir: Path, stem: str | None = None,
+                env: dict | None = None) -> dict:
+    """Run ``verif.<name>.bench`` on the block built from ``cfg`` (``env``: more of the
+    bench's environment); its JSON report (``<out_dir>/<stem or name>.json``)."""
     if name == "core" and cfg.attn_b_rows < 1024:
         # the bench's figures are for sets that fit B (the bundled trace attends up to 889
         # tokens a row); longer sets run in chunks, measured by the cycle model's runs
@@ -43,7 +46,7 @@ def bench_block(name: str, cfg, out_dir: Path, stem: str | None = None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     build = ROOT / "build" / "sim" / f"{stem}_bench"
     results = run_cocotb(name, cfg, test_module=_bench_module(name), build_dir=build,
-                         extra_env={"BENCH_OUT": str(out)}, check_lint=False)
+                         extra_env={"BENCH_OUT": str(out), **(env or {})}, check_lint=False)
     if msg := failures(results, build):
         raise RuntimeError(f"the {name} benchmark failed: {msg}")
     return json.loads(out.read_text())
@@ -74,6 +77,15 @@ def main(argv=None) -> int:
             for line in summary(name, r):
                 print(f"  {line}")
             print(f"  wrote {Path(args.out) / f'core_{other}.json'}")
+            # the bundled trace's first layer dense (D14): what skipping prediction saves
+            from verif.lib.traces import bundled
+            dense = int(min(bundled()[0].layers)) + 1
+            print(f"core, dense_layers {dense}: benchmark under Verilator ...", flush=True)
+            r = bench_block(name, cfg.replace(dense_layers=dense), Path(args.out), "core_dense",
+                            env={"VREX_QUEUED": "0", "VREX_FIGURE": "0"})
+            for line in summary(name, r):
+                print(f"  {line}")
+            print(f"  wrote {Path(args.out) / 'core_dense.json'}")
     return 0
 
 

@@ -83,6 +83,8 @@ class Config:
         core's sequencer runs the heads or the hash groups first);
         ``cluster_cap`` a token whose nearest cluster already has that many members opens
         a cluster instead (``None``: no cap; the HCU's ``cluster_cap`` register);
+        ``dense_layers`` the model's first that many layers are dense (D14: no prediction,
+        every past token attended; the host sets the descriptor's ``dense`` flag for them);
         ``numerics`` float reference or hardware-exact integers; ``hp_seed`` the hyperplane seed.
     Integer formats (docs/numerics.md)
         ``exp_frac_bits`` fractional bits of the exponent fed to the exp table (table size
@@ -144,6 +146,7 @@ class Config:
     timing: str = "same_layer"
     order: str = "cluster_first"
     cluster_cap: int | None = None
+    dense_layers: int = 0
     numerics: str = "int"
     hp_seed: int = 0x5EED
     # integer formats
@@ -235,6 +238,9 @@ class Config:
         need(self.cluster_cap is None or (isinstance(self.cluster_cap, int) and not isinstance(
             self.cluster_cap, bool) and 1 <= self.cluster_cap <= cap_max),
              "cluster_cap", f"None (no cap) or an integer from 1 to {cap_max}")
+        need(isinstance(self.dense_layers, int) and not isinstance(self.dense_layers, bool)
+             and self.dense_layers >= 0, "dense_layers",
+             "a count of the model's first layers, 0 or more")
         windows = self.n_layers * self.hash_groups
         need(self.hcu_contexts is None or (isinstance(self.hcu_contexts, int)
                                            and 0 < self.hcu_contexts <= windows),
@@ -501,7 +507,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "geometry": ("n_layers", "n_q_heads", "n_kv_heads", "head_dim"),
     "resv": ("preset", "n_hp", "th_hd", "window", "max_age", "th_r", "buckets", "n_sink",
              "hash_input", "centre", "hash_scope", "weight_mode", "wicsum", "scope", "timing",
-             "order", "cluster_cap", "numerics", "hp_seed"),
+             "order", "cluster_cap", "dense_layers", "numerics", "hp_seed"),
     "formats": ("exp_frac_bits", "weight_bits", "th_r_frac_bits", "count_bits",
                 "out_frac_bits", "step_bits", "token_bits", "cluster_id_bits",
                 "counter_bits"),

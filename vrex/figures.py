@@ -267,20 +267,23 @@ def readme_targets(snap: dict) -> list[str]:
 
 
 def core_bench(snap: dict) -> list[str]:
-    """The core's bench per preset, in its build's order and (``bench/core_<order>``) the
-    other: cycles and the phases' shares."""
+    """The core's bench per preset, in its build's order, (``bench/core_<order>``) the
+    other and (``bench/core_dense``) with dense layers (D14): cycles and the phases'
+    shares."""
     if not _v(snap, "bench/core"):
         return ["(the core's bench is not in the snapshot)"]
-    out = ["| preset | order | cycles | prediction | attention | hashing | stores | measured at |",
-           "|---|---|---|---|---|---|---|---|"]
-    keys = ["bench/core"] + [k for k in ("bench/core_select_first", "bench/core_cluster_first")
-                             if k in snap["entries"]]
+    out = ["| preset | order | dense layers | cycles | prediction | attention | hashing | "
+           "stores | measured at |", "|---|---|---|---|---|---|---|---|---|"]
+    keys = ["bench/core"] + [k for k in ("bench/core_select_first", "bench/core_cluster_first",
+                                         "bench/core_dense") if k in snap["entries"]]
     for p in ("paper", "tuned"):
         for k in keys:
             b, e = _v(snap, k), snap["entries"][k]
             sh = b.get(f"phase_share_{p}", {})
             pct = lambda x: f"{100 * sh[x]:.1f}%" if x in sh else "–"
+            dl = b.get("dense_layers") or 0
             out.append(f"| {p} | {b.get('order') or 'select_first'} | "
+                       f"{f'model layers 0-{dl - 1}' if dl else 'none'} | "
                        f"{_n(b.get(f'cycles_{p}'))} | {pct('predict')} | {pct('attend')} | "
                        f"{pct('hash')} | {pct('store')} | `{e['commit']}` |")
     return out

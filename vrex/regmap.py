@@ -22,7 +22,7 @@ __all__ = ["Field", "Register", "REGISTERS", "ERRORS", "BUS_RULES", "DESCRIPTOR"
            "register_map", "encode_descriptor", "decode_descriptor", "c_header", "markdown"]
 
 ID = 0x56524558                 # "VREX"
-VERSION = (0, 3, 0)             # of this register map: major, minor, patch
+VERSION = (0, 4, 0)             # of this register map: major, minor, patch
 PERF_BASE = 0x100
 
 
@@ -177,6 +177,7 @@ DESCRIPTOR = (
     (0, "version", 0, 16, "command version (D12: a newer one makes older fetches stale)"),
     (0, "layer", 16, 8, "LLM layer"),
     (0, "kind", 24, 1, "0 frame step, 1 text step"),
+    (0, "dense", 25, 1, "1: a dense layer (D14): no prediction, every past token attended"),
     (1, "step_len", 0, 16, "tokens in the step (> 0)"),
     (1, "step", 16, 16, "step index"),
     (2, "q_addr", 0, 64, "int8 Q of the step's query heads"),

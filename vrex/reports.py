@@ -103,7 +103,8 @@ def bench_values(block: str, r: dict) -> dict:
             v[f"cycles_per_candidate_lat{x['latency']}"] = x["cycles_per_candidate"]
         return v
     if block == "core":
-        v = {"order": r.get("config", {}).get("resv", {}).get("order")}
+        resv = r.get("config", {}).get("resv", {})
+        v = {"order": resv.get("order"), "dense_layers": resv.get("dense_layers", 0)}
         for p, x in r["presets"].items():
             tot = {ph: sum(row[ph] for row in x["rows"])
                    for ph in ("predict", "attend", "hash", "swap", "store")}
@@ -269,7 +270,8 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
                     entries[f"bench/{block}"] = entry(f"build/bench/{block}.json",
                                                        r.get("config"), vals)
                     done.append(f"bench/{block}")
-        for order in ("select_first", "cluster_first"):     # the core in its other order
+        # the core in its other order, and with a dense layer (D14)
+        for order in ("select_first", "cluster_first", "dense"):
             p = Path(bench_dir) / f"core_{order}.json"
             if p.exists():
                 r = json.loads(p.read_text())

@@ -96,6 +96,7 @@ def plan_stream(trace, qt, cfg, *, steps=None, io_base=None, io_size=None) -> St
         image[bufs["o_addr"]] = bytes([0xA5]) * o_bytes      # not zero: unwritten shows
         version += 1
         descs.append(dict(version=version, layer=l, kind=int(stages[s] == "text"),
+                          dense=int(ls.dense),
                           step_len=b - a, step=s, hp_addr=hps[l], beta_m=ls.beta_m,
                           beta_shift=ls.beta_shift, n_sink=n_sink, token0=a,
                           sink_k_addr=sinks[l][0], sink_v_addr=sinks[l][1], **bufs))
@@ -193,7 +194,7 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
     for ls in plan.golden:
         where = f"step {ls.step} layer {ls.layer}"
         for hr_i, hr in enumerate(ls.heads):
-            if hr.clusters:
+            if hr.clusters and not ls.dense:      # a dense head: no WTU selection
                 want_sel += [(f"{where} head {hr_i}", c) for c in hr.selected] + \
                     [(f"{where} head {hr_i} (end)", None)]
             if hr.selected:

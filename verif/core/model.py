@@ -176,7 +176,8 @@ def random_descriptor(rng, cfg, io_base: int, io_size: int, layer=None, version=
     bus = cfg.kvmu_bus_bytes
     t = int(rng.integers(1, 64))
     desc = {"version": version, "layer": int(rng.integers(0, cfg.n_layers)) if layer is None
-            else layer, "kind": int(rng.integers(0, 2)), "step_len": t,
+            else layer, "kind": int(rng.integers(0, 2)), "dense": int(rng.integers(0, 2)),
+            "step_len": t,
             "step": step, "beta_m": int(rng.integers(0, 1 << 16)),
             "beta_shift": int(rng.integers(0, 64)),
             "n_sink": int(rng.choice([0, int(rng.integers(1, 64))])),

@@ -77,6 +77,39 @@ def test_core_end_to_end(preset, bus, n, latency, pauses, cap, order):
     assert info["perf"]["core_descriptors"] == len(plan.descriptors)
 
 
+@pytest.mark.parametrize("order, latency, pauses", [
+    ("select_first", 3, 0.3),        # the dense layer's counts lists taken ahead
+    pytest.param("cluster_first", 5, 0.3, marks=pytest.mark.soak),
+])
+def test_core_dense_layer(order, latency, pauses):
+    """D14: two layers, the first dense (``dense_layers`` 1: its descriptors' ``dense``
+    flag), the second predicted, interleaved: a dense head scores nothing and attends
+    every past token (its last step's 18 in chunks, B 16), where the predicted run of the
+    same layer selects fewer; every hash, cluster, selection (none for a dense head),
+    fetched token and output row equals golden.core.run_stream; no error."""
+    from golden.core import run_stream
+    from .e2e import compare_run, plan_stream, synthetic_stream
+    from .sim_core import run_core
+    tr, qt = synthetic_stream(4, **{**TINY, "n_layers": 2})
+    cfg = tiny_config("paper", n_layers=2, n_hp=16, th_hd=3, attn_b_rows=16,
+                      wtu_row_entries=16, dense_layers=1, order=order)
+    dense = run_stream(tr, qt, cfg, outputs=False)
+    sparse = run_stream(tr, qt, cfg.replace(dense_layers=0), outputs=False)
+    for d, s in zip(dense, sparse):
+        assert d.dense == (d.layer == 0)
+        for hd, hs in zip(d.heads, s.heads):
+            assert hd.fetched == list(range(d.n_sink, d.token0)) if d.dense else \
+                hd.fetched == hs.fetched
+    assert _scored(dense) != _scored(sparse)
+    assert any(h.attended > 16 for d in dense if d.dense for h in d.heads)
+    plan = plan_stream(tr, qt, cfg)
+    assert [d["dense"] for d in plan.descriptors] == [int(g.layer == 0) for g in plan.golden]
+    obs, info = run_core(plan, latency=latency, bus_pauses=pauses, host_cross="both",
+                         seed=5, max_cycles=300_000)
+    assert not compare_run(plan, obs), compare_run(plan, obs)
+    assert info["error"] & 0xFF == 0, hex(info["error"])
+
+
 def _scored(steps) -> list:
     """What a stream's heads score and select: per descriptor and head, the candidates,
     their counts and the selection."""

@@ -19,14 +19,17 @@ CORE_POINTS = {
     # to 37 tokens, attended in chunks: test_core_point_attends_in_chunks), tables for the
     # soak's six frames of per-head clusters (half of them fill the KV table: KV_TABLE_FULL),
     # in the select-first order (the heads score before the step's tokens are hashed and
-    # stored; the other points run the default, cluster first). The default geometry and bus
+    # stored; the other points run the default, cluster first), its first layer dense (D14:
+    # no prediction, every past token, the lists ahead of its descriptors' heads taken while
+    # the second layer's attend). The default geometry and bus
     # run the bundled trace (test_core_bundled_trace); the paper preset's own small build
     # runs in make soak
     "synth_tuned_bus8_n4_w3_b32": (lambda: synth_config("tuned", kvmu_bus_bytes=8, attn_n=4,
                                                         near_blocks=8, hash_scope="per_head",
                                                         hcu_contexts=3, attn_b_rows=32,
                                                         kvmu_clusters=128, kvmu_blocks=256,
-                                                        order="select_first"),
+                                                        order="select_first",
+                                                        dense_layers=1),
                                    "synthetic|error|soft_reset|soak|window"),
     "synth": (synth_config, "synthetic|error|soft_reset|soak"),
 }

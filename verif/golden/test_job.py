@@ -106,6 +106,22 @@ def test_job_on_synthetic(tmp_path):
             q["sparse_first_layers"]["frame"]["retrieval_ratio"])
 
 
+def test_job_dense_layers_for_every_method():
+    """D14 in the comparison: ``dense_layers`` 1 makes the model's layer 0 dense for every
+    method (ratio 1 there, nothing predicted), the other layers' figures unchanged."""
+    tr = synthetic_trace(seed=31, n_frames=4, n_layers=2)
+    sweeps = {m: v[:1] for m, v in SMALL_SWEEPS.items()}
+    runs = {d: run_job(tr, progress=False, figures=False, sweeps=sweeps, seeds=1,
+                       dense_layers=d) for d in (0, 1)}
+    assert runs[1]["dense_layers"] == 1 and runs[0]["dense_layers"] == 0
+    for m in METHODS:
+        ratio = runs[1][m]["per_layer_ratio"]
+        assert ratio[0] == pytest.approx(1.0), m
+        assert ratio[1] == pytest.approx(runs[0][m]["per_layer_ratio"][1]), m
+    for m in ("resv", "resv_noclust", "window", "oracle_topk", "rekv"):
+        assert runs[0][m]["per_layer_ratio"][0] < 0.95, m
+
+
 def test_job_on_bundled_trace(bundled, tmp_path):
     # short sweeps that still span ReSV's ratios (the full ones are make golden's)
     sweeps = {m: [0.1, 0.3, 0.9] if m.startswith("resv") else [0.1, 0.6] for m in METHODS}

@@ -278,3 +278,40 @@ def test_the_core_runs_either_order(syn):
         run_stream(tr, qt, _cfg(tr, timing="prev_layer"))
     with pytest.raises(ConfigError, match="order"):
         _cfg(tr, order="sideways")
+
+
+@pytest.mark.parametrize("order", ["select_first", "cluster_first"])
+def test_dense_layers(syn, order):
+    """D14: the model's first ``dense_layers`` layers attend every past non-sink token and
+    score nothing; their tokens are clustered as before, and every other layer selects as
+    without them. The core's golden run gives a dense head its whole counts list: every
+    cluster with past members, id order, all selected."""
+    from golden.core import run_stream
+    from golden.resv import dense_rows
+    tr, qt = syn
+    assert list(tr.layers[:2]) == [0, 1]
+    base = _cfg(tr, order=order)
+    sparse = run_resv(tr, qt, base, [0.3])
+    dense = run_resv(tr, qt, base.replace(dense_layers=1), [0.3])
+    assert list(dense_rows(tr, 1)) == [0]
+    b, n_sink = tr.step_bounds(), dense.n_sink
+    m, ms = dense.masks[0.3], sparse.masks[0.3]
+    for s in range(tr.n_steps):
+        assert m[0, s, :, n_sink:b[s]].all() and not m[0, s, :, :n_sink].any()
+        assert not m[0, s, :, b[s]:].any()
+    assert (m[1:] == ms[1:]).all() and (ms[0] != m[0]).any()
+    assert (dense.cluster_of == sparse.cluster_of).all()
+    assert dense.candidates[0].sum() == 0 and (dense.candidates[1:] == sparse.candidates[1:]).all()
+    for ls in run_stream(tr, qt, base.replace(dense_layers=1), outputs=False):
+        assert ls.dense == (ls.layer == 0)
+        for h, hr in enumerate(ls.heads):
+            if not ls.dense:
+                continue
+            g = h // base.heads_per_group
+            past = dense.cluster_of[0, g, :ls.token0]
+            assert hr.clusters == sorted(set(past[past >= 0].tolist()))
+            assert hr.counts == [int((past == c).sum()) for c in hr.clusters]
+            assert hr.selected == list(range(len(hr.clusters)))
+            assert hr.fetched == list(range(n_sink, max(n_sink, ls.token0)))
+    with pytest.raises(ConfigError, match="dense_layers"):
+        _cfg(tr, dense_layers=-1)

@@ -26,9 +26,10 @@ def _leave(m, ctl, exit_=0):
 class CountsPhase(wiring.Component):
     """A KV head's candidate list, counts only (``H_COUNTS``, ``H_COUNTS_RX``): a ``CAND``
     command to the KVMU, its beats' counts into the counts memory (n a word, the last
-    partial word on the list's end); then the head is scored (exit ``SCORE``), attends
-    without candidates (``ATTEND``: none) or is refused (``NEXT``: more candidates than
-    B or the WTU's row hold, ``CORE_LIMIT``). A list taken ahead (``pre_issue``, by the
+    partial word on the list's end), their sum (``total``); then the head is scored (exit
+    ``SCORE``), attends without scoring (``ATTEND``: no candidates, or a dense descriptor,
+    whose selection is the whole list) or is refused (``NEXT``: more candidates than B or
+    the WTU's row hold, ``CORE_LIMIT``). A list taken ahead (``pre_issue``, by the
     attention phase while the previous head attends) comes in whatever state the sequencer
     is in (``cand_take``); its head uses it. ``sel_clear``: the selection restarts.
     ``bias_*`` and ``count_*`` read the counts memory (a word by address, combinationally).
@@ -43,7 +44,7 @@ class CountsPhase(wiring.Component):
         super().__init__({
             "ctl": Out(phase), "dsc": In(descriptor_layout()),
             "walk": In(walk_layout(cfg.kvmu_addr_bits)), "cand": In(Tap(cand_layout)),
-            "cand_take": Out(1), "ncand": Out(16), "sel_clear": Out(1),
+            "cand_take": Out(1), "ncand": Out(16), "total": Out(24), "sel_clear": Out(1),
             "pre_issue": In(1), "pre_issued": Out(1), "pre_done": Out(1),
             "bias_addr": In(16), "bias_word": Out(data.ArrayLayout(cb, n)),
             "count_addr": In(32), "count_word": Out(data.ArrayLayout(cb, n)),
@@ -61,13 +62,13 @@ class CountsPhase(wiring.Component):
         m.d.comb += [cm_r.addr.eq(self.bias_addr), self.bias_word.eq(cm_r.data),
                      cm_f.addr.eq(self.count_addr), self.count_word.eq(cm_f.data)]
         cw = Signal(data.ArrayLayout(cfg.count_bits, n))
-        ncand = Signal(16)
+        ncand, total = Signal(16), Signal(24)
         issued, done, err = Signal(), Signal(), Signal()
-        m.d.comb += [self.ncand.eq(ncand), self.pre_issued.eq(issued),
+        m.d.comb += [self.ncand.eq(ncand), self.total.eq(total), self.pre_issued.eq(issued),
                      self.pre_done.eq(done)]
-        take = lambda: self._take(m, cm_w, cw, ncand)
+        take = lambda: self._take(m, cm_w, cw, ncand, total)
         with m.If(self.pre_issue):
-            m.d.sync += [issued.eq(1), ncand.eq(0), cw.eq(0)]
+            m.d.sync += [issued.eq(1), ncand.eq(0), total.eq(0), cw.eq(0)]
         with m.FSM(name="counts"):
             with m.State("IDLE"):
                 with m.If(ctl.go):
@@ -85,7 +86,7 @@ class CountsPhase(wiring.Component):
                     d, w = self.dsc, self.walk
                     offer(m, ctl.kcmd, op=KvMemoryManager.CAND, layer=d.layer, group=w.gi,
                           head=w.gj, step=d.step, counts=1)
-                    m.d.sync += [ncand.eq(0), cw.eq(0)]
+                    m.d.sync += [ncand.eq(0), total.eq(0), cw.eq(0)]
                     with m.If(ctl.kcmd.ready):
                         m.next = "H_COUNTS_RX"
             with m.State("H_COUNTS_RX"):
@@ -103,14 +104,14 @@ class CountsPhase(wiring.Component):
                 m.d.sync += [done.eq(1), err.eq(self.cand.payload.error)]
         return m
 
-    def _take(self, m, cm_w, cw, ncand):
-        """A candidate list's beat: its count into the counts memory (``n`` a word), the
-        last partial word on the list's end."""
+    def _take(self, m, cm_w, cw, ncand, total):
+        """A candidate list's beat: its count into the counts memory (``n`` a word) and the
+        sum, the last partial word on the list's end."""
         n, brows = self._cfg.attn_n, self._cfg.attn_b_rows
         oc, lg = self.cand, exact_log2(n)
         lane = ncand[:lg] if n > 1 else Const(0, 1)
         with m.If(oc.valid & ~oc.payload.end):
-            m.d.sync += ncand.eq(ncand + 1)
+            m.d.sync += [ncand.eq(ncand + 1), total.eq(total + oc.payload.count)]
             for ln in range(n):
                 with m.If(lane == ln):
                     m.d.sync += cw[ln].eq(oc.payload.count)
@@ -133,6 +134,8 @@ class CountsPhase(wiring.Component):
         with m.Elif((ncand > cfg.attn_b_rows) | (ncand > cfg.wtu_row_entries)):
             _raise(m, ctl.req, ERR["CORE_LIMIT"])
             _leave(m, ctl, self.NEXT)
+        with m.Elif(self.dsc.dense):
+            _leave(m, ctl, self.ATTEND)
         with m.Else():
             _leave(m, ctl, self.SCORE)
 

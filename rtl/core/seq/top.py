@@ -23,7 +23,8 @@ class Sequencer(wiring.Component):
     version to the KVMU; per KV head the counts, scoring and selection phases
     (:mod:`.counts`) and the attention phase (:mod:`.attention`); per hash group the context
     moves (:mod:`.windows`, when the HCU holds fewer contexts than windows), the hashing and
-    the stores (:mod:`.hashing`); the heads first (``order`` ``select_first``) or the
+    the stores (:mod:`.hashing`); a dense descriptor (D14) skips the scoring and the
+    selection, its heads attending every candidate of the counts list; the heads first (``order`` ``select_first``) or the
     groups first (``cluster_first``). This controller keeps the descriptor, the walk over heads
     and groups (``walk_layout``) and the phase counter, starts each phase controller and
     moves on when it is done (:class:`~.common.PhaseSignature`: a phase's last state and the
@@ -166,8 +167,11 @@ class Sequencer(wiring.Component):
             sel.sel_clear.eq(cnt.sel_clear),
             cnt.count_addr.eq(sel.count_addr | att.count_addr),
             sel.count_word.eq(cnt.count_word), att.count_word.eq(cnt.count_word),
-            sel.sel_addr.eq(att.sel_addr), att.sel_data.eq(sel.sel_data),
-            att.nsel.eq(sel.nsel), att.fetched.eq(sel.fetched),
+            sel.sel_addr.eq(att.sel_addr),
+            # a dense descriptor (D14) selects its whole counts list: index i is the i-th
+            att.sel_data.eq(Mux(dsc.dense, att.sel_addr, sel.sel_data)),
+            att.nsel.eq(Mux(dsc.dense, cnt.ncand, sel.nsel)),
+            att.fetched.eq(Mux(dsc.dense, cnt.total, sel.fetched)),
             att.pre_issued.eq(cnt.pre_issued), att.pre_done.eq(cnt.pre_done),
             cnt.pre_issue.eq(att.pre_issue), self.ahead.eq(att.ahead),
             att.b_src.eq(bs.src), att.kerr_before.eq(bs.kerr_before),
