@@ -5,9 +5,9 @@ For every block of :data:`rtl.BLOCKS` that has a bench (``verif/<group>/bench.py
 from the Config (``--config``, default: the paper preset), runs the benchmark and writes
 ``build/bench/<block>.json`` (the block's own counters and derived figures, with the
 Config it measured); the core also in the other order of its sequencer
-(``core_<order>.json``) and with the bundled trace's first layer dense (``core_dense.json``,
-D14: ``dense_layers`` covering its model layer; one at a time only). Tool logs go to
-``build/sim/<block>_bench/``.
+(``core_<order>.json``) and with dense layers (D14, :func:`dense_runs`: ``core_dense.json``,
+``core_layer0*.json``; one descriptor at a time, the cycle model's prediction beside). Tool
+logs go to ``build/sim/<block>_bench/``.
 """
 from __future__ import annotations
 
@@ -52,6 +52,35 @@ def bench_block(name: str, cfg, out_dir: Path, stem: str | None = None,
     return json.loads(out.read_text())
 
 
+def dense_runs() -> list:
+    """The core's dense-layer benchmarks (D14), ``(stem, dense_layers, stream spec)``: the
+    bundled trace (``None``: its first four steps, both presets) with its first layer
+    (model layer 4) dense; and, where the shared traces are, a cut of one holding the
+    model's layer 0 (``carphone_pool2_f16``: its layers 0, 4 and 8, four steps) without and
+    with layer 0 dense."""
+    from verif.lib.traces import SHARED, bundled
+    first = int(min(bundled()[0].layers))
+    runs = [("core_dense", first + 1, None)]
+    l0 = SHARED / "carphone_pool2_f16.npz"
+    if l0.exists():
+        spec = {"trace": str(l0), "layers": [0, 1, 2], "steps": 4}
+        runs += [("core_layer0", 0, spec), ("core_layer0_dense", 1, spec)]
+    return runs
+
+
+def model_cycles(report: dict, cfg) -> dict:
+    """The cycle model's (``golden.cycles``, the fitted coefficients) cycles for a core
+    bench report's runs: per preset, the descriptors' total."""
+    from golden.cycles import _geometry, features, load_fit, predict
+    coef, g = load_fit(), _geometry(cfg)
+    out = {}
+    for preset, p in report["presets"].items():
+        out[preset] = round(sum(sum(predict(coef, features(
+            dict(r, first=i == 0), g, report.get("latency", 0), preset == "tuned")).values())
+            for i, r in enumerate(p["rows"])))
+    return out
+
+
 def summary(name: str, report: dict) -> list[str]:
     return importlib.import_module(_bench_module(name)).summary(report)
 
@@ -77,15 +106,18 @@ def main(argv=None) -> int:
             for line in summary(name, r):
                 print(f"  {line}")
             print(f"  wrote {Path(args.out) / f'core_{other}.json'}")
-            # the bundled trace's first layer dense (D14): what skipping prediction saves
-            from verif.lib.traces import bundled
-            dense = int(min(bundled()[0].layers)) + 1
-            print(f"core, dense_layers {dense}: benchmark under Verilator ...", flush=True)
-            r = bench_block(name, cfg.replace(dense_layers=dense), Path(args.out), "core_dense",
-                            env={"VREX_QUEUED": "0", "VREX_FIGURE": "0"})
-            for line in summary(name, r):
-                print(f"  {line}")
-            print(f"  wrote {Path(args.out) / 'core_dense.json'}")
+            for stem, dense, spec in dense_runs():
+                print(f"core, dense_layers {dense}, {spec or 'bundled'}: benchmark under "
+                      f"Verilator ...", flush=True)
+                c = cfg.replace(dense_layers=dense)
+                r = bench_block(name, c, Path(args.out), stem, env={
+                    "VREX_QUEUED": "0", "VREX_FIGURE": "0",
+                    "VREX_MEASURE": json.dumps(spec) if spec else ""})
+                r["model"] = model_cycles(r, c)
+                (Path(args.out) / f"{stem}.json").write_text(json.dumps(r, indent=1))
+                for line in summary(name, r):
+                    print(f"  {line}")
+                print(f"  wrote {Path(args.out) / f'{stem}.json'}")
     return 0
 
 

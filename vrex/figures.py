@@ -267,25 +267,48 @@ def readme_targets(snap: dict) -> list[str]:
 
 
 def core_bench(snap: dict) -> list[str]:
-    """The core's bench per preset, in its build's order, (``bench/core_<order>``) the
-    other and (``bench/core_dense``) with dense layers (D14): cycles and the phases'
-    shares."""
+    """The core's bench per preset, in its build's order and (``bench/core_<order>``) the
+    other: cycles and the phases' shares (dense layers: :func:`core_dense`)."""
     if not _v(snap, "bench/core"):
         return ["(the core's bench is not in the snapshot)"]
-    out = ["| preset | order | dense layers | cycles | prediction | attention | hashing | "
-           "stores | measured at |", "|---|---|---|---|---|---|---|---|---|"]
-    keys = ["bench/core"] + [k for k in ("bench/core_select_first", "bench/core_cluster_first",
-                                         "bench/core_dense") if k in snap["entries"]]
+    out = ["| preset | order | cycles | prediction | attention | hashing | stores | measured at |",
+           "|---|---|---|---|---|---|---|---|"]
+    keys = ["bench/core"] + [k for k in ("bench/core_select_first", "bench/core_cluster_first")
+                             if k in snap["entries"]]
     for p in ("paper", "tuned"):
         for k in keys:
             b, e = _v(snap, k), snap["entries"][k]
             sh = b.get(f"phase_share_{p}", {})
             pct = lambda x: f"{100 * sh[x]:.1f}%" if x in sh else "–"
-            dl = b.get("dense_layers") or 0
             out.append(f"| {p} | {b.get('order') or 'select_first'} | "
-                       f"{f'model layers 0-{dl - 1}' if dl else 'none'} | "
                        f"{_n(b.get(f'cycles_{p}'))} | {pct('predict')} | {pct('attend')} | "
                        f"{pct('hash')} | {pct('store')} | `{e['commit']}` |")
+    return out
+
+
+def core_dense(snap: dict) -> list[str]:
+    """The core's bench without and with dense layers (D14), stream by stream: cycles, the
+    prediction's and the attention's, the change, and the cycle model's total."""
+    pairs = [("bench/core", "bench/core_dense"), ("bench/core_layer0", "bench/core_layer0_dense")]
+    out = ["| stream | preset | dense layers | cycles | prediction | attention | change | "
+           "the cycle model | measured at |", "|---|---|---|---|---|---|---|---|---|"]
+    for base, dense in pairs:
+        if not (_v(snap, base) and _v(snap, dense)):
+            continue
+        for p in ("paper", "tuned"):
+            ref = _v(snap, base).get(f"cycles_{p}")
+            for k in (base, dense):
+                b, e = _v(snap, k), snap["entries"][k]
+                cyc, ph = b.get(f"cycles_{p}"), b.get(f"phase_cycles_{p}", {})
+                dl, model = b.get("dense_layers") or 0, b.get(f"model_cycles_{p}")
+                change = f"{100 * (cyc - ref) / ref:+.1f}%" if k == dense and ref else ""
+                err = f"{_n(model)} ({100 * (model - cyc) / cyc:+.1f}%)" if model else "–"
+                out.append(f"| {b.get('stream')} | {p} | "
+                           f"{f'model layers 0-{dl - 1}' if dl else 'none'} | {_n(cyc)} | "
+                           f"{_n(ph.get('predict'))} | {_n(ph.get('attend'))} | {change} | "
+                           f"{err} | `{e['commit']}` |")
+    if len(out) == 2:
+        out.append("| – | not measured yet | | | | | | | |")
     return out
 
 
@@ -411,6 +434,7 @@ def regions(snap: dict) -> dict:
          "methods-factorial": methods_factorial(snap), "methods-seeds": methods_seeds(snap),
          "core-total": core_total(snap),
          "readme-targets": readme_targets(snap), "core-bench": core_bench(snap),
+         "core-dense": core_dense(snap),
          "formal-results": formal_results(snap), "coverage-results": coverage_results(snap),
          "sweep-bundled": sweep_front(snap), "sweep-scale": sweep_scale(snap),
          "readme-sweep": readme_sweep(snap), "paper-batch": paper_batch(snap)}

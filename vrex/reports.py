@@ -104,11 +104,18 @@ def bench_values(block: str, r: dict) -> dict:
         return v
     if block == "core":
         resv = r.get("config", {}).get("resv", {})
-        v = {"order": resv.get("order"), "dense_layers": resv.get("dense_layers", 0)}
+        stream = r.get("stream") or "bundled"
+        v = {"order": resv.get("order"), "dense_layers": resv.get("dense_layers", 0),
+             "stream": stream if isinstance(stream, str) else
+             f"{Path(stream['trace']).stem} layers {stream.get('layers')}, "
+             f"{stream.get('steps')} steps"}
         for p, x in r["presets"].items():
             tot = {ph: sum(row[ph] for row in x["rows"])
                    for ph in ("predict", "attend", "hash", "swap", "store")}
             v[f"cycles_{p}"] = x["cycles"]
+            v[f"phase_cycles_{p}"] = tot
+            if p in r.get("model", {}):
+                v[f"model_cycles_{p}"] = r["model"][p]
             v[f"descriptors_{p}"] = len(x["rows"])
             v[f"phase_share_{p}"] = {k: round(c / max(1, sum(tot.values())), 4)
                                      for k, c in tot.items()}
@@ -271,7 +278,7 @@ def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | No
                                                        r.get("config"), vals)
                     done.append(f"bench/{block}")
         # the core in its other order, and with a dense layer (D14)
-        for order in ("select_first", "cluster_first", "dense"):
+        for order in ("select_first", "cluster_first", "dense", "layer0", "layer0_dense"):
             p = Path(bench_dir) / f"core_{order}.json"
             if p.exists():
                 r = json.loads(p.read_text())

@@ -193,7 +193,8 @@ def test_core_step_over_max_tokens_is_refused_and_no_list_runs_ahead_for_it():
     assert info["perf"]["kvmu_stored_tokens"] == sum(g.hashes.size for g in plan.golden[:6])
 
 
-@pytest.mark.parametrize("latency, pauses", [(0, 0.0), (3, 0.3)])
+@pytest.mark.parametrize("latency, pauses", [pytest.param(0, 0.0, marks=pytest.mark.soak),
+                                             (3, 0.3)])
 def test_core_step_going_backwards_is_refused_and_the_stream_goes_on(latency, pauses):
     """A descriptor whose step is older than its layer's last (its version not older): refused
     with DESC_BAD_STEP and its version, nothing of it hashed, stored or
@@ -320,7 +321,8 @@ def test_core_hcu_refusal_ends_the_group_and_the_stream_goes_on():
 
 @pytest.mark.parametrize("b_rows, answers, latency, pauses", [
     (32, [2], 0, 0.0),          # a whole set's fetch; a later step fetches the block again
-    (16, [0, 2], 5, 0.3),       # the chunked set's maximum's pass
+    # the chunked set's maximum's pass (make soak; the sums' pass below)
+    pytest.param(16, [0, 2], 5, 0.3, marks=pytest.mark.soak),
     (16, [0, 0, 3], 3, 0.2),    # its sums' pass, DECERR
     (32, [2, 2], 2, 0.2),       # two fetches fail: the second after the KVMU's error is up
 ])

@@ -29,3 +29,30 @@ def test_block_has_every_role(block):
 @pytest.mark.parametrize("block", BLOCKS)
 def test_emits_and_lints_clean(block, tmp_path):
     lint(write_verilog(BLOCKS[block].from_config(Config()), block, tmp_path))
+
+
+def test_emitted_verilog_is_kept_under_its_build_and_sources(tmp_path, monkeypatch):
+    """``write_verilog(key=...)``: a second emission of the same build reads the text
+    converted the first time (the component is not even made); another build (key) or
+    another state of the sources (``sources_hash``) converts again, and the text is the one
+    a plain emission gives."""
+    from vrex import emit
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    made = []
+
+    def make(cfg):
+        def f():
+            made.append(cfg.wtu_lanes)
+            return BLOCKS["wtu"].from_config(cfg)
+        return f
+    a, b = Config(wtu_lanes=2, wtu_row_entries=16), Config(wtu_lanes=4, wtu_row_entries=16)
+    plain = write_verilog(BLOCKS["wtu"].from_config(a), "wtu", tmp_path / "plain").read_text()
+    for k in range(2):
+        v = write_verilog(make(a), "wtu", tmp_path / f"a{k}", key=a.to_json())
+        assert v.read_text() == plain
+    assert made == [a.wtu_lanes]
+    write_verilog(make(b), "wtu", tmp_path / "b", key=b.to_json())
+    assert made == [a.wtu_lanes, b.wtu_lanes]
+    monkeypatch.setattr(emit, "sources_hash", lambda: "another state of the sources")
+    write_verilog(make(a), "wtu", tmp_path / "a2", key=a.to_json())
+    assert made == [a.wtu_lanes, b.wtu_lanes, a.wtu_lanes]

@@ -131,15 +131,16 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     build = Path(build_dir).resolve()
     build.mkdir(parents=True, exist_ok=True)
     (build / "config.json").write_text(cfg.to_json())
-    block = BLOCKS[name].from_config(cfg)
-    v = write_verilog(block, name, build)
+    # (made only if its Verilog is not cached under the Config)
+    block, key = (lambda: BLOCKS[name].from_config(cfg)), cfg.to_json()
+    v = write_verilog(block, name, build, key=key)
     if check_lint:
         lint(v)
     runner = get_runner(sim)
     if sim == "icarus":
         if coverage:
             raise ValueError("coverage is counted by Verilator's models only")
-        v = write_verilog(block, name, build, event_sim=True)
+        v = write_verilog(block, name, build, event_sim=True, key=key)
         runner.build(sources=[v], hdl_toplevel=name, build_dir=build,
                      timescale=("1ns", "1ps"), log_file=build / "build.log")
     else:
