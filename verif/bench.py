@@ -95,6 +95,9 @@ def main(argv=None) -> int:
     for name in args.blocks or benched_blocks():
         print(f"{name}: benchmark under Verilator ...", flush=True)
         r = bench_block(name, cfg, Path(args.out))
+        if name == "core":
+            r["model"] = model_cycles(r, cfg)
+            (Path(args.out) / "core.json").write_text(json.dumps(r, indent=1))
         for line in summary(name, r):
             print(f"  {line}")
         print(f"  wrote {Path(args.out) / (name + '.json')}")
