@@ -63,7 +63,9 @@ def dense_runs() -> list:
     runs = [("core_dense", first + 1, None)]
     l0 = SHARED / "carphone_pool2_f16.npz"
     if l0.exists():
-        spec = {"trace": str(l0), "layers": [0, 1, 2], "steps": 4}
+        from golden.trace import load_trace
+        spec = {"trace": str(l0), "layers": [0, 1, 2], "steps": 4,
+                "model_layers": [int(x) for x in load_trace(l0).layers[:3]]}
         runs += [("core_layer0", 0, spec), ("core_layer0_dense", 1, spec)]
     return runs
 

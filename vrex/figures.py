@@ -303,8 +303,9 @@ def core_dense(snap: dict) -> list[str]:
                 dl, model = b.get("dense_layers") or 0, b.get(f"model_cycles_{p}")
                 change = f"{100 * (cyc - ref) / ref:+.1f}%" if k == dense and ref else ""
                 err = f"{_n(model)} ({100 * (model - cyc) / cyc:+.1f}%)" if model else "–"
-                out.append(f"| {b.get('stream')} | {p} | "
-                           f"{f'model layers 0-{dl - 1}' if dl else 'none'} | {_n(cyc)} | "
+                which = "none" if not dl else "model layer 0" if dl == 1 else \
+                    f"model layers 0-{dl - 1}"
+                out.append(f"| {b.get('stream')} | {p} | {which} | {_n(cyc)} | "
                            f"{_n(ph.get('predict'))} | {_n(ph.get('attend'))} | {change} | "
                            f"{err} | `{e['commit']}` |")
     if len(out) == 2:

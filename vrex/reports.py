@@ -107,7 +107,8 @@ def bench_values(block: str, r: dict) -> dict:
         stream = r.get("stream") or "bundled"
         v = {"order": resv.get("order"), "dense_layers": resv.get("dense_layers", 0),
              "stream": stream if isinstance(stream, str) else
-             f"{Path(stream['trace']).stem} layers {stream.get('layers')}, "
+             f"{Path(stream['trace']).stem}, model layers "
+             f"{', '.join(map(str, stream.get('model_layers', stream.get('layers', []))))}; "
              f"{stream.get('steps')} steps"}
         for p, x in r["presets"].items():
             tot = {ph: sum(row[ph] for row in x["rows"])
