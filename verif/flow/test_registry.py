@@ -42,17 +42,18 @@ def test_emitted_verilog_is_kept_under_its_build_and_sources(tmp_path, monkeypat
 
     def make(cfg):
         def f():
-            made.append(cfg.wtu_lanes)
-            return BLOCKS["wtu"].from_config(cfg)
+            made.append(cfg.core_queue_depth)
+            return BLOCKS["core_regs"].from_config(cfg)
         return f
-    a, b = Config(wtu_lanes=2, wtu_row_entries=16), Config(wtu_lanes=4, wtu_row_entries=16)
-    plain = write_verilog(BLOCKS["wtu"].from_config(a), "wtu", tmp_path / "plain").read_text()
+    a, b = Config(core_queue_depth=2), Config(core_queue_depth=3)
+    plain = write_verilog(BLOCKS["core_regs"].from_config(a), "core_regs",
+                          tmp_path / "plain").read_text()
     for k in range(2):
-        v = write_verilog(make(a), "wtu", tmp_path / f"a{k}", key=a.to_json())
+        v = write_verilog(make(a), "core_regs", tmp_path / f"a{k}", key=a.to_json())
         assert v.read_text() == plain
-    assert made == [a.wtu_lanes]
-    write_verilog(make(b), "wtu", tmp_path / "b", key=b.to_json())
-    assert made == [a.wtu_lanes, b.wtu_lanes]
+    assert made == [2]
+    write_verilog(make(b), "core_regs", tmp_path / "b", key=b.to_json())
+    assert made == [2, 3]
     monkeypatch.setattr(emit, "sources_hash", lambda: "another state of the sources")
-    write_verilog(make(a), "wtu", tmp_path / "a2", key=a.to_json())
-    assert made == [a.wtu_lanes, b.wtu_lanes, a.wtu_lanes]
+    write_verilog(make(a), "core_regs", tmp_path / "a2", key=a.to_json())
+    assert made == [2, 3, 2]

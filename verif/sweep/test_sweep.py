@@ -191,28 +191,28 @@ def test_a_rerun_recomputes_nothing_and_areas_are_synthesised_once(tmp_path):
     sw = load_sweep(_file(tmp_path, f"""
         traces: [{BUNDLED}]
         {base}
-        grid: {{th_r: [0.2, 0.4], buckets: [8, 16]}}
+        grid: {{buckets: [8, 16]}}
         area: [hcu]
         default: false
         """))
     cache = _fresh("area_cache")
     out = _fresh("rerun")
     st = run_sweep(sw, out, cache=cache, workers=2, progress=False)
-    # four points, one HCU build (th_r and buckets leave it as it is)
+    # two points, one HCU build (the buckets leave it as it is)
     geo = {"n_layers": 3, "n_q_heads": 9, "n_kv_heads": 3, "head_dim": 64}
     keys = {area_key("hcu", point_config(p, geo).block_params("hcu")) for p in sw.points}
-    assert len(keys) == 1 and st.synthesised == 1 and st.measured == 4
+    assert len(keys) == 1 and st.synthesised == 1 and st.measured == 2
     assert [p.name for p in cache.iterdir()] == [f"hcu-{keys.pop()}.json"]
     rows = _rows(out / "table.csv")
     hcu = {r["ecp5_lut4_hcu"] for r in rows}
-    assert len(rows) == 4 and len(hcu) == 1 and int(hcu.pop()) > 100
+    assert len(rows) == 2 and len(hcu) == 1 and int(hcu.pop()) > 100
     before = (out / "table.csv").read_bytes()
     again = run_sweep(sw, out, cache=cache, workers=2, progress=False)
-    assert (again.measured, again.synthesised, again.reused) == (0, 0, 4)
+    assert (again.measured, again.synthesised, again.reused) == (0, 0, 2)
     assert (out / "table.csv").read_bytes() == before
     # another table: its points are measured again, its blocks come from the cache
     other = run_sweep(sw, _fresh("rerun_other"), cache=cache, local=True)
-    assert (other.measured, other.synthesised) == (4, 0)
+    assert (other.measured, other.synthesised) == (2, 0)
 
 
 def test_pareto_front_by_hand():
