@@ -65,7 +65,7 @@ from vrex.config import ctx_image_bytes as image_bytes
 from .core import fetch_chunks, head_chunks
 from .kvmu import KvGeometry, KvMemory
 
-__all__ = ["PHASES", "descriptor_sizes", "part_cycles", "features", "fit", "predict",
+__all__ = ["PHASES", "bench_features", "descriptor_sizes", "part_cycles", "features", "fit", "predict",
            "predict_stream", "predict_descriptors", "lists_ahead", "opened_tokens",
            "moved_blocks", "load_fit",
            "FIT", "report", "paper_setting", "figure", "summary", "nnls"]
@@ -130,7 +130,7 @@ def descriptor_sizes(ls, moves=(), b_rows: int | None = None) -> dict:
     return {"tokens": ls.step_len, "sinks": ls.n_sink, "hashed": int(ls.hashes.shape[1]),
             "saves": kinds.count("save"), "loads": kinds.count("load"),
             "flushes": kinds.count("flush"),
-            "dense": bool(getattr(ls, "dense", False)),
+            "dense": ls.dense,
             "heads": [{"cand": len(h.clusters), "sel": len(h.selected),
                        "fetched": len(h.fetched), "attended": h.attended,
                        "chunks": chunks(h)}
@@ -268,18 +268,22 @@ def nnls(A: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
     return x
 
 
+def bench_features(rep: dict, cfg, lat: int):
+    """Every descriptor of a core bench report (``verif.core.bench``) run on the build of
+    ``cfg`` at memory latency ``lat``: ``(preset, its row, its features)``."""
+    g = _geometry(cfg)
+    for preset, p in rep["presets"].items():
+        for i, r in enumerate(p["rows"]):
+            r = dict(r, first=i == 0)           # after a (soft) reset: the KVMU's table init
+            yield preset, r, features(r, g, lat, preset == "tuned")
+
+
 def _rows(runs: dict, cfgs: dict):
     """Every descriptor of ``runs`` (``name -> (role, build, latency, bench report)``) as
     ``(run name, role, features, measured phases)``."""
-    out = []
-    for name, (role, build, lat, rep) in runs.items():
-        g = _geometry(cfgs[build])
-        for preset, p in rep["presets"].items():
-            for i, r in enumerate(p["rows"]):
-                r = dict(r, first=i == 0)       # after a (soft) reset: the KVMU's table init
-                out.append((name, role, features(r, g, lat, preset == "tuned"),
-                            {ph: r[ph] for ph in PHASES}))
-    return out
+    return [(name, role, f, {ph: r[ph] for ph in PHASES})
+            for name, (role, build, lat, rep) in runs.items()
+            for _, r, f in bench_features(rep, cfgs[build], lat)]
 
 
 def fit(rows) -> dict:

@@ -70,17 +70,17 @@ def dense_runs() -> list:
     return runs
 
 
-def model_cycles(report: dict, cfg) -> dict:
+def model_cycles(report: dict) -> dict:
     """The cycle model's (``golden.cycles``, the fitted coefficients) cycles for a core
-    bench report's runs: per preset, the descriptors' total."""
-    from golden.cycles import _geometry, features, load_fit, predict
-    coef, g = load_fit(), _geometry(cfg)
-    out = {}
-    for preset, p in report["presets"].items():
-        out[preset] = round(sum(sum(predict(coef, features(
-            dict(r, first=i == 0), g, report.get("latency", 0), preset == "tuned")).values())
-            for i, r in enumerate(p["rows"])))
-    return out
+    bench report's runs, on the build the report names: per preset, the descriptors'
+    total."""
+    from golden.cycles import bench_features, load_fit, predict
+    from vrex.config import Config
+    coef, out = load_fit(), {}
+    cfg = Config.from_dict(report["config"])
+    for preset, _, f in bench_features(report, cfg, report.get("latency", 0)):
+        out[preset] = out.get(preset, 0) + sum(predict(coef, f).values())
+    return {p: round(v) for p, v in out.items()}
 
 
 def summary(name: str, report: dict) -> list[str]:
@@ -93,36 +93,28 @@ def main(argv=None) -> int:
     ap.add_argument("--config", help="a Config as JSON (default: the paper preset)")
     ap.add_argument("blocks", nargs="*", help="blocks to benchmark (default: every block)")
     args = ap.parse_args(argv)
-    cfg = load_config(args.config)
-    for name in args.blocks or benched_blocks():
-        print(f"{name}: benchmark under Verilator ...", flush=True)
-        r = bench_block(name, cfg, Path(args.out))
-        if name == "core":
-            r["model"] = model_cycles(r, cfg)
-            (Path(args.out) / "core.json").write_text(json.dumps(r, indent=1))
+    cfg, out = load_config(args.config), Path(args.out)
+
+    def run(name, c, stem, what, env=None):
+        print(f"{what}: benchmark under Verilator ...", flush=True)
+        r = bench_block(name, c, out, stem, env=env)
+        if name == "core":        # the cycle model's cycles beside the measured ones
+            r["model"] = model_cycles(r)
+            (out / f"{stem}.json").write_text(json.dumps(r, indent=1))
         for line in summary(name, r):
             print(f"  {line}")
-        print(f"  wrote {Path(args.out) / (name + '.json')}")
+        print(f"  wrote {out / f'{stem}.json'}")
+    for name in args.blocks or benched_blocks():
+        run(name, cfg, name, name)
         if name == "core":
             # the core in the other order of its sequencer (docs/core.md), beside the build's
             other = {"cluster_first": "select_first"}.get(cfg.order, "cluster_first")
-            print(f"core, order {other}: benchmark under Verilator ...", flush=True)
-            r = bench_block(name, cfg.replace(order=other), Path(args.out), f"core_{other}")
-            for line in summary(name, r):
-                print(f"  {line}")
-            print(f"  wrote {Path(args.out) / f'core_{other}.json'}")
+            run(name, cfg.replace(order=other), f"core_{other}", f"core, order {other}")
             for stem, dense, spec in dense_runs():
-                print(f"core, dense_layers {dense}, {spec or 'bundled'}: benchmark under "
-                      f"Verilator ...", flush=True)
-                c = cfg.replace(dense_layers=dense)
-                r = bench_block(name, c, Path(args.out), stem, env={
-                    "VREX_QUEUED": "0", "VREX_FIGURE": "0",
-                    "VREX_MEASURE": json.dumps(spec) if spec else ""})
-                r["model"] = model_cycles(r, c)
-                (Path(args.out) / f"{stem}.json").write_text(json.dumps(r, indent=1))
-                for line in summary(name, r):
-                    print(f"  {line}")
-                print(f"  wrote {Path(args.out) / f'{stem}.json'}")
+                run(name, cfg.replace(dense_layers=dense), stem,
+                    f"core, dense_layers {dense}, {spec or 'bundled'}",
+                    env={"VREX_QUEUED": "0", "VREX_FIGURE": "0",
+                         "VREX_MEASURE": json.dumps(spec) if spec else ""})
     return 0
 
 
