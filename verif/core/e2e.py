@@ -8,36 +8,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from golden.core import head_chunks, run_stream
-from golden.numerics import hyperplanes
+from golden.core import head_chunks
 from verif.lib.fcov import record
-from vrex import regmap
+from vrex.host.plan import StreamPlan, compare_outputs, plan_stream
 
 __all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run",
            "failed_fetches",
            "compare_windows", "window_moves"]
-
-ALIGN = 64
-
-
-@dataclass
-class StreamPlan:
-    cfg: object
-    golden: list                      # LayerStep per descriptor, in issue order
-    descriptors: list                 # the descriptor fields, in issue order
-    image: dict                       # address -> bytes the host writes before starting
-    registers: list                   # (offset, value) the host writes first
-    io_base: int
-    io_size: int
-
-    def o_rows(self, mem_read, k: int) -> np.ndarray:
-        """Descriptor k's output ``O [q heads, t, d]`` as int16 from the memory."""
-        desc, cfg = self.descriptors[k], self.cfg
-        t, d = desc["step_len"], cfg.head_dim
-        raw = mem_read(desc["o_addr"], cfg.n_q_heads * t * d * 2)
-        return np.frombuffer(raw, "<i2").reshape(cfg.n_q_heads, t, d)
 
 
 def synthetic_stream(seed: int, **kw):
@@ -46,80 +23,6 @@ def synthetic_stream(seed: int, **kw):
     from golden.trace import quantise, synthetic_trace
     tr = synthetic_trace(seed=seed, **kw)
     return tr, quantise(tr)
-
-
-def _alloc(state, n):
-    a = state["next"]
-    state["next"] = a + -(-n // ALIGN) * ALIGN
-    return a
-
-
-def plan_stream(trace, qt, cfg, *, steps=None, io_base=None, io_size=None) -> StreamPlan:
-    """The stream as a host lays it out: per descriptor its Q, K, hash-input K, V, the
-    layer's hyperplanes and room for O in the I/O window; per layer the sink tokens' K and
-    V ([kv heads, n_sink, d]); the registers (memory windows, ReSV settings, the window,
-    interrupts, enable)."""
-    golden = run_stream(trace, qt, cfg, steps=steps)
-    G, d = cfg.hash_groups, cfg.head_dim
-    if io_base is None:      # past the saved cluster windows
-        io_base = -(-(cfg.ctx_base + cfg.windows * cfg.ctx_image_bytes) // (1 << 20)) << 20
-    state = {"next": io_base}
-    image = {}
-    src = qt.k_pre if cfg.hash_input == "pre_rope" else qt.k
-    bounds = trace.step_bounds()
-    from golden.resv import sink_count
-    n_sink = sink_count(trace, cfg)
-    sinks = {}
-    for l in range(cfg.n_layers):
-        ks, vs = (np.ascontiguousarray(x[l, :, :n_sink]).astype(np.int8) for x in (qt.k, qt.v))
-        sinks[l] = (_alloc(state, ks.nbytes), _alloc(state, vs.nbytes))
-        image[sinks[l][0]], image[sinks[l][1]] = ks.tobytes(), vs.tobytes()
-    hps = {}
-    for l in range(cfg.n_layers):
-        hp = np.stack([hyperplanes(cfg.hp_seed, l, g, cfg.n_hp, cfg.hash_dim)
-                       for g in range(G)]).astype(np.int8)
-        hps[l] = _alloc(state, hp.nbytes)
-        image[hps[l]] = hp.tobytes()
-    descs, version = [], 0
-    stages = trace.step_stage()
-    for ls in golden:
-        s, l = ls.step, ls.layer
-        a, b = int(bounds[s]), int(bounds[s + 1])
-        bufs = {}
-        for name, arr in (("q_addr", qt.q), ("k_addr", qt.k), ("k_hash_addr", src),
-                          ("v_addr", qt.v)):
-            x = np.ascontiguousarray(arr[l, :, a:b]).astype(np.int8)
-            bufs[name] = _alloc(state, x.nbytes)
-            image[bufs[name]] = x.tobytes()
-        o_bytes = cfg.n_q_heads * (b - a) * d * 2
-        bufs["o_addr"] = _alloc(state, o_bytes)
-        image[bufs["o_addr"]] = bytes([0xA5]) * o_bytes      # not zero: unwritten shows
-        version += 1
-        descs.append(dict(version=version, layer=l, kind=int(stages[s] == "text"),
-                          dense=int(ls.dense),
-                          step_len=b - a, step=s, hp_addr=hps[l], beta_m=ls.beta_m,
-                          beta_shift=ls.beta_shift, n_sink=n_sink, token0=a,
-                          sink_k_addr=sinks[l][0], sink_v_addr=sinks[l][1], **bufs))
-    io_size = io_size or -(-(state["next"] - io_base) // 4096) * 4096
-    regs = _registers(cfg, io_base, io_size)
-    return StreamPlan(cfg, golden, descs, image, regs, io_base, io_size)
-
-
-def _registers(cfg, io_base, io_size) -> list:
-    off = {r.name: r.offset for r in regmap.REGISTERS}
-    kv = cfg.block_registers("kvmu")
-    hpg = cfg.heads_per_group
-    lo_hi = lambda name, v: [(off[f"{name}_LO"], v & 0xFFFFFFFF), (off[f"{name}_HI"], v >> 32)]
-    regs = [*lo_hi("NEAR_BASE", kv["near_base"]), (off["NEAR_BLOCKS"], kv["near_slots"] * hpg),
-            *lo_hi("FAR_BASE", kv["far_base"]), (off["FAR_BLOCKS"], kv["far_slots"] * hpg),
-            *lo_hi("HC_BASE", kv["hc_base"]), *lo_hi("CTX_BASE", cfg.ctx_base),
-            (off["MAX_BURST"], kv["max_burst"]),
-            (off["TH_HD"], cfg.th_hd | (cfg.cluster_cap or 0) << 16),
-            (off["AGE"], (cfg.max_age or 0) | int(cfg.max_age is not None) << 16),
-            (off["TH_R"], cfg.th_r_fixed),
-            *lo_hi("IO_BASE", io_base), (off["IO_SIZE"], io_size),
-            (off["IRQ_ENABLE"], 0b111), (off["CTRL"], 1 | int(cfg.centre) << 2)]
-    return regs
 
 
 @dataclass
@@ -189,8 +92,7 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
     cfg = plan.cfg
     bad = []
     want_h, want_c, want_sel, want_f = [], [], [], []
-    slot_beats = 2 * cfg.head_dim // cfg.kvmu_bus_bytes
-    gq, d = cfg.group_size, cfg.head_dim
+    gq = cfg.group_size
     for ls in plan.golden:
         where = f"step {ls.step} layer {ls.layer}"
         for hr_i, hr in enumerate(ls.heads):
@@ -243,20 +145,7 @@ def compare_run(plan: StreamPlan, obs: Observed, limit: int = 10, taps: bool = T
     if taps:
         seq("fetched tokens", [(w, sorted(toks * copies)) for w, toks, copies, _ in want_f],
             fetches)
-    for k, ls in enumerate(plan.golden):
-        if k >= len(obs.o_rows):
-            bad.append(f"output of step {ls.step} layer {ls.layer}: not produced")
-            continue
-        got = obs.o_rows[k]
-        t = ls.step_len
-        for h, hr in enumerate(ls.heads):
-            want = hr.o.reshape(gq, t, d)
-            g = got[h * gq:(h + 1) * gq].astype(np.int64)
-            diff = np.argwhere(g != want)
-            for qh, tok, col in diff[:3]:
-                bad.append(f"output of step {ls.step} layer {ls.layer} head {h * gq + qh} "
-                           f"token {ls.token0 + tok} dim {col}: {g[qh, tok, col]}, golden "
-                           f"{want[qh, tok, col]}")
+    bad += compare_outputs(plan, obs.o_rows)
     if not bad and any(hr.attended > cfg.attn_b_rows for ls in plan.golden for hr in ls.heads):
         record("core:chunked attention")     # a run that matched attended a set in chunks
     return bad[:limit] + ([f"... {len(bad) - limit} more"] if len(bad) > limit else [])

@@ -23,8 +23,7 @@ from verif.lib.fcov import record_error
 from verif.lib.runner import tb_config
 from rtl.core import map as core_map
 from vrex import regmap
-
-OFF = {r.name: r.offset for r in regmap.REGISTERS}
+from vrex.host.driver import OFF, Host
 
 
 class CoreTB:
@@ -44,6 +43,14 @@ class CoreTB:
         if bus_pause:
             self.ram.pause_all(bus_pause, seed, self.ticker)
         self.obs = Observed()
+        self.driver = Host(AxilLink(self.host, self.ram, dut.clk), on_read=self._seen,
+                           on_progress=lambda done, n: dut._log.info(
+                               f"{done} of {n} descriptors done, cycle {self.cycle}"))
+
+    @staticmethod
+    def _seen(off, value):
+        if off == OFF["ERROR_CODE"]:
+            record_error(value)
 
     async def start(self):
         d = self.dut
@@ -122,58 +129,49 @@ class CoreTB:
         return " ".join(out)
 
     async def write(self, off, value):
-        await self.host.write_dword(off, value)
+        await self.driver.write(off, value)
 
     async def read(self, off):
-        value = await self.host.read_dword(off)
-        if off == OFF["ERROR_CODE"]:
-            record_error(value)
-        return value
+        return await self.driver.read(off)
 
     async def run_plan(self, plan, max_cycles=None, registers=True):
-        """Registers, descriptors as the queue takes them, wait for all done; the output
-        rows and the error register into ``self.obs``; returns the error register."""
-        if not registers:
-            plan = type(plan)(**{**plan.__dict__, "registers": []})
-        for addr, raw in plan.image.items():
-            self.ram.write(addr, raw)
-        for off, value in plan.registers:
-            await self.write(off, value)
-        depth = self.cfg.core_queue_depth
-        base = await self.read(OFF["DESC_DONE"])
-        for desc in plan.descriptors:
-            while ((await self.read(OFF["STATUS"]) >> 8) & 0xFF) >= depth:
-                await until_cycle(self.dut.clk, cycle_now() + 20)
-            for w in regmap.encode_descriptor(**desc):
-                await self.write(OFF["DESC_DATA"], w)
-        start = self.cycle
+        """The host driver's run of the plan (``vrex.host``): memory image (written into
+        the memory model), registers, descriptors as the queue takes them, the wait for all
+        (at most ``max_cycles``, VREX_MAX_CYCLES); the output rows into ``self.obs``; returns
+        the error register."""
         max_cycles = max_cycles or int(os.environ.get("VREX_MAX_CYCLES", 50_000_000))
-        logged = 0
-        while True:
-            done = await self.read(OFF["DESC_DONE"]) - base
-            self.obs.done = done
-            if done > logged:   # progress: a long run's log says how far it is
-                self.dut._log.info(f"{done} of {len(plan.descriptors)} descriptors done, "
-                                   f"cycle {self.cycle}")
-                logged = done
-            if done >= len(plan.descriptors):
-                break
-            if self.cycle - start >= max_cycles:
-                err = await self.read(OFF["ERROR_CODE"])
-                st = await self.read(OFF["STATUS"])
-                raise AssertionError(
-                    f"the core did not finish ({done} of {len(plan.descriptors)} done; "
-                    f"ERROR_CODE {err:#x}, STATUS {st:#x}): " + self.snapshot())
-            await until_cycle(self.dut.clk, cycle_now() + 200)
-        for k in range(len(plan.descriptors)):
-            self.obs.o_rows.append(plan.o_rows(lambda a, n: bytes(self.ram.read(a, n)), k))
-        return await self.read(OFF["ERROR_CODE"])
+        res = await self.driver.run(plan, registers=registers,
+                                    max_polls=max_cycles // self.driver.poll,
+                                    on_timeout=self.snapshot)
+        self.obs.done = res.done
+        self.obs.o_rows += res.o_rows
+        return res.error_code
 
     async def counters(self):
-        out = {}
-        for r in core_map.perf_registers():
-            out[r.name[5:].lower()] = await self.read(r.offset)
-        return out
+        return await self.driver.counters(core_map.perf_registers())
+
+
+class AxilLink:
+    """The host driver's link in the testbench: registers over cocotbext-axi's AXI4-Lite
+    master, the memory through the memory model's own contents, pauses in clock cycles."""
+
+    def __init__(self, master, ram, clk):
+        self.master, self.ram, self.clk = master, ram, clk
+
+    async def read32(self, off):
+        return await self.master.read_dword(off)
+
+    async def write32(self, off, value):
+        await self.master.write_dword(off, value)
+
+    async def read_mem(self, addr, n):
+        return bytes(self.ram.read(addr, n))
+
+    async def write_mem(self, addr, data):
+        self.ram.write(addr, data)
+
+    async def pause(self, cycles):
+        await until_cycle(self.clk, cycle_now() + cycles)
 
 
 def _check(plan, tb, err):
@@ -235,14 +233,7 @@ async def synthetic_stream_hostile_bus(dut):
 
 async def soft_reset(tb):
     """CTRL.soft_reset, then wait until the core is idle with an empty queue."""
-    ctrl = await tb.read(OFF["CTRL"])
-    await tb.write(OFF["CTRL"], ctrl | 2)
-    for _ in range(5000):
-        st = await tb.read(OFF["STATUS"])
-        if st & 1 == 0 and st & 2:
-            return
-        await ClockCycles(tb.dut.clk, 10)
-    raise AssertionError(f"not idle after a soft reset: STATUS {st:#x}")
+    await tb.driver.soft_reset()
 
 
 def preset_plans(tr, qt, cfg, presets, steps=None):
