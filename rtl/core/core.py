@@ -52,7 +52,7 @@ def core_rules(cfg):
 
 class VrexCore(wiring.Component):
     """One Verilog core: ``s_axil_*`` registers (``vrex.regmap``), one AXI4 master
-    ``m_axi_*`` and ``irq``.
+    ``m_axi_*``, ``irq`` and ``error`` (``ERROR_CODE`` holds an error: a board's LED).
 
     A descriptor (one layer of one step, docs/core.md) runs as: announce its version to the
     KVMU; per KV head h, the candidate list's counts (``CAND`` counts only), the scoring
@@ -103,7 +103,7 @@ class VrexCore(wiring.Component):
         super().__init__({
             **{k: v for k, v in r.items() if k.startswith("s_axil_")},
             **axi4_master_members("m_axi", ab, 8 * cfg.kvmu_bus_bytes),
-            "irq": Out(1),
+            "irq": Out(1), "error": Out(1),
             "perf": Out(self.perf_layout),
         })
 
@@ -194,7 +194,7 @@ class VrexCore(wiring.Component):
                     m.d.comb += inner.eq(port)
                 else:
                     m.d.comb += port.eq(inner)
-        m.d.comb += self.irq.eq(regs.irq)
+        m.d.comb += [self.irq.eq(regs.irq), self.error.eq(regs.error)]
         hpg = cfg.heads_per_group
         ab = cfg.kvmu_addr_bits
         k = self.kvmu

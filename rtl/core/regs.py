@@ -36,7 +36,8 @@ class CoreRegisters(wiring.Component):
     on ``done`` (with ``done_version``) and errors on ``i_error``; the first error since
     the last clear (write 1 to ``ERROR_CODE`` bit 0) is kept. ``irq`` is the OR of
     ``IRQ_STATUS & IRQ_ENABLE`` (causes: done, error, space: the queue has room again after
-    being full). Counters (``PERF_*``) read ``perf_in``. A write to an unmapped or read-only
+    being full); ``error`` is high while ``ERROR_CODE`` holds an error (``STATUS.error``).
+    Counters (``PERF_*``) read ``perf_in``. A write to an unmapped or read-only
     offset, or a read of an unmapped one, answers SLVERR and changes nothing; address bits
     1:0 are ignored (``vrex.regmap.BUS_RULES``).
 
@@ -80,7 +81,7 @@ class CoreRegisters(wiring.Component):
             "i_error": In(stream.Signature(data.StructLayout(
                 {"code": 8, "addr": 64, "version": 16}))),
             "perf_in": In(data.ArrayLayout(32, max(1, len(self._perf)))),
-            "irq": Out(1),
+            "irq": Out(1), "error": Out(1),
         })
 
     @classmethod
@@ -111,7 +112,7 @@ class CoreRegisters(wiring.Component):
                      st.refuse_version.eq(chk.refuse_version),
                      st.full.eq(full), st.irq_enable.eq(self.irq_enable[:3]),
                      st.completed.eq(self.done), st.completed_version.eq(self.done_version),
-                     self.irq.eq(st.interrupt)]
+                     self.irq.eq(st.interrupt), self.error.eq(st.code != 0)]
         self._bus(m, _Host(chk=chk, st=st, level=q.level, full=full, flush=flush))
         return m
 
@@ -124,7 +125,8 @@ class CoreRegisters(wiring.Component):
             return Const(self._build[name], 32)
         if name == "STATUS":
             q = h.level
-            return Cat(self.busy, q == 0, q == self._queue_depth, Const(0, 5), q[:8])
+            return Cat(self.busy, q == 0, q == self._queue_depth, st.code != 0, Const(0, 4),
+                       q[:8])
         if name == "ERROR_CODE":
             return Cat(st.code, Const(0, 8), st.err_version)
         if name == "ERROR_ADDR_LO":

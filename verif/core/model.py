@@ -121,7 +121,8 @@ class RegsModel:
             v = self.build[n]
         elif n == "STATUS":
             q = len(self.queue)
-            v = self.busy | (q == 0) << 1 | (q == self.depth) << 2 | q << 8
+            v = (self.busy | (q == 0) << 1 | (q == self.depth) << 2 | (self.code != 0) << 3
+                 | q << 8)
         elif n == "ERROR_CODE":
             v = self.code | self.err_version << 16
         elif n == "ERROR_ADDR_LO":
