@@ -15,7 +15,7 @@ JOBS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export AMARANTH_USE_YOSYS := builtin
 
-.PHONY: all demo test soak sim golden verilog synth bench cycles research formal coverage icarus sweep figures setup \
+.PHONY: all demo test soak sim golden verilog synth fpga bench cycles research formal coverage icarus sweep figures setup \
         clean clean-cache help
 
 all: demo
@@ -28,6 +28,7 @@ help:
 	@echo "make sim      RTL tests: Amaranth simulator and cocotb + Verilator"
 	@echo "make soak     long runs (whole traces, long streams with faults), not in make test"
 	@echo "make synth    Yosys + nextpnr reports -> build/synth/report.{json,md}"
+	@echo "make fpga     [BOARD=ulx3s] the board's bitstream and report -> build/fpga/"
 	@echo "make bench    golden speed and RTL cycle counts -> build/bench/*.json"
 	@echo "make cycles   the core's cycle model: fit, held-out check, paper setting"
 	@echo "make research [TRACES=...] ReSV variants against ReSV at its ratio -> build/research/"
@@ -81,6 +82,13 @@ FIGURES = $(if $(CONFIG),@true,$(PY) -m vrex.figures update)
 synth: $(STAMP)
 	$(PY) -m synth.run $(if $(CONFIG),--config $(CONFIG))
 	$(FIGURES) --synth build/synth/report.json
+
+# the ULX3S bitstream (build/fpga/ulx3s.bit) and its report: utilisation, each seed's Fmax
+# (BOARD=ulx3s, SEEDS=1,2,3); docs/board.md says how to flash and run it
+BOARD ?= ulx3s
+SEEDS ?= 1,2,3
+fpga: $(STAMP)
+	$(PY) -m synth.fpga --board $(BOARD) --seeds $(SEEDS) --jobs $(JOBS)
 
 bench: $(STAMP)
 	$(PY) -m golden.bench --jobs $(JOBS)

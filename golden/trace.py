@@ -160,16 +160,24 @@ def save_trace(trace: Trace, path, compressed: bool = True):
          meta=np.array(json.dumps(meta)))
 
 
-def cut_trace(trace: Trace, steps, layers, name: str) -> Trace:
-    """Keep the listed steps (renumbered 0..) and layer slots; tokens keep their positions."""
+def cut_trace(trace: Trace, steps, layers, name: str, tokens_per_step: int | None = None
+              ) -> Trace:
+    """Keep the listed steps (renumbered 0..) and layer slots; tokens keep their positions.
+    ``tokens_per_step``: of each kept step only its first that many tokens (a crop: the
+    first patches of a frame, the start of a text)."""
     steps = list(steps)
     keep = np.isin(trace.step, steps)
+    if tokens_per_step is not None:
+        first = np.searchsorted(trace.step, trace.step)     # each token's step's first
+        keep &= np.arange(trace.n_tokens) - first < tokens_per_step
     renum = np.zeros(trace.n_steps, dtype=np.int32)
     renum[steps] = np.arange(len(steps))
     li = list(layers)
     sub = lambda a: np.ascontiguousarray(a[li][:, :, keep])
     meta = dict(trace.meta, cut_from=trace.name, steps_kept=steps,
                 layers_kept=[int(trace.layers[i]) for i in li])
+    if tokens_per_step is not None:
+        meta["tokens_per_step"] = tokens_per_step
     return Trace(name=name, q=sub(trace.q), k=sub(trace.k), k_pre=sub(trace.k_pre),
                  v=sub(trace.v), step=renum[trace.step[keep]], kind=trace.kind[keep],
                  frame=trace.frame[keep], patch=trace.patch[keep], pos=trace.pos[keep],

@@ -37,9 +37,11 @@ def ram_rules(*, size, bus_bytes, addr_bits) -> None:
 
 class BoardRam(wiring.Component):
     """``size`` bytes, ``8 · bus_bytes`` bits a word, at address 0 of the AXI4 slave
-    (``s_axi_*``, the core's ``m_axi_*`` flipped) and of ``port``. A burst that reaches past
-    the memory answers SLVERR on those beats (a read's data 0, a write's beats dropped); the
-    bridge's accesses go between bursts."""
+    (``s_axi_*``, the core's ``m_axi_*`` flipped) and of ``port``. Reads and writes run at
+    once (one burst of each at a time, on the memory's read and write ports: a master may
+    hold a write's data until a read returns). A burst that reaches past the memory answers
+    SLVERR on those beats (a read's data 0, a write's beats dropped); the bridge's accesses
+    go between bursts."""
 
     def __init__(self, *, size: int, bus_bytes: int, addr_bits: int):
         ram_rules(size=size, bus_bytes=bus_bytes, addr_bits=addr_bits)
@@ -59,71 +61,97 @@ class BoardRam(wiring.Component):
         m.submodules.mem = mem = memory.Memory(shape=8 * bb, depth=depth, init=[])
         wr = mem.write_port(granularity=8)
         rd = mem.read_port(transparent_for=())
+        word = lambda a: a[lg:lg + ceil_log2(depth)] if depth > 1 else 0
+        port = Signal()                         # the bridge's word has both ports
+        r_idle, w_idle = Signal(), Signal()
+        self._reads(m, rd, word, port, r_idle)
+        self._writes(m, wr, word, port, w_idle)
+        self._port(m, rd, wr, word, port, r_idle & w_idle)
+        return m
+
+    def _reads(self, m, rd, word, port, idle):
+        """Read bursts: a beat a cycle while ``rready`` holds, SLVERR past the memory."""
         s = lambda n: getattr(self, f"s_axi_{n}")
-        p = self.port
-        addr = Signal(self.addr_bits)           # the burst's next beat's byte address
-        left = Signal(9)                        # beats of the burst still to issue
-        inside = Signal()
-        m.d.comb += [inside.eq(addr < self.size),
-                     rd.addr.eq(addr[lg:lg + ceil_log2(depth)] if depth > 1 else 0),
-                     wr.addr.eq(rd.addr)]
+        bb = self.bus_bytes
+        addr, left = Signal(self.addr_bits, name="r_addr"), Signal(9, name="r_left")
         rvalid, rerr, rlast = Signal(), Signal(), Signal()
         m.d.comb += [s("rvalid").eq(rvalid), s("rresp").eq(Mux(rerr, SLVERR, OKAY)),
                      s("rlast").eq(rlast), s("rdata").eq(Mux(rerr, 0, rd.data)),
-                     s("rid").eq(0), s("bid").eq(0)]
-        berr = Signal()
-        lane = Signal(range(bb // 4) if bb > 4 else 1)
-        with m.FSM(name="ram_fsm"):
+                     s("rid").eq(0)]
+        with m.If(~port):
+            m.d.comb += rd.addr.eq(word(addr))
+        with m.FSM(name="read_fsm"):
             with m.State("IDLE"):
-                m.d.comb += [s("arready").eq(1), s("awready").eq(~s("arvalid"))]
-                with m.If(s("arvalid")):
+                m.d.comb += [idle.eq(1), s("arready").eq(~port)]
+                with m.If(s("arvalid") & ~port):
                     m.d.sync += [addr.eq(s("araddr")), left.eq(s("arlen") + 1)]
                     m.next = "READ"
-                with m.Elif(s("awvalid")):
-                    m.d.sync += [addr.eq(s("awaddr")), berr.eq(0)]
-                    m.next = "WRITE"
-                with m.Elif(p.req):
-                    m.d.sync += addr.eq(p.addr)
-                    m.next = "PORT"
             with m.State("READ"):
                 issue = Signal()
                 m.d.comb += [issue.eq((left != 0) & (~rvalid | s("rready"))), rd.en.eq(issue)]
                 with m.If(issue):
-                    m.d.sync += [rvalid.eq(1), rerr.eq(~inside), rlast.eq(left == 1),
+                    m.d.sync += [rvalid.eq(1), rerr.eq(addr >= self.size), rlast.eq(left == 1),
                                  addr.eq(addr + bb), left.eq(left - 1)]
                 with m.Elif(s("rready")):
                     m.d.sync += rvalid.eq(0)
                     with m.If(left == 0):
                         m.next = "IDLE"
+
+    def _writes(self, m, wr, word, port, idle):
+        """Write bursts: a beat a cycle; the response SLVERR if a beat fell past the memory
+        (that beat dropped)."""
+        s = lambda n: getattr(self, f"s_axi_{n}")
+        addr, berr = Signal(self.addr_bits, name="w_addr"), Signal()
+        m.d.comb += s("bid").eq(0)
+        with m.If(~port):
+            m.d.comb += [wr.addr.eq(word(addr)), wr.data.eq(s("wdata"))]
+        with m.FSM(name="write_fsm"):
+            with m.State("IDLE"):
+                m.d.comb += [idle.eq(1), s("awready").eq(~port)]
+                with m.If(s("awvalid") & ~port):
+                    m.d.sync += [addr.eq(s("awaddr")), berr.eq(0)]
+                    m.next = "WRITE"
             with m.State("WRITE"):
-                m.d.comb += [s("wready").eq(1), wr.data.eq(s("wdata"))]
+                m.d.comb += s("wready").eq(1)
                 with m.If(s("wvalid")):
-                    m.d.comb += wr.en.eq(Mux(inside, s("wstrb"), 0))
-                    m.d.sync += [addr.eq(addr + bb), berr.eq(berr | ~inside)]
+                    m.d.comb += wr.en.eq(Mux(addr < self.size, s("wstrb"), 0))
+                    m.d.sync += [addr.eq(addr + self.bus_bytes),
+                                 berr.eq(berr | (addr >= self.size))]
                     with m.If(s("wlast")):
                         m.next = "RESP"
             with m.State("RESP"):
                 m.d.comb += [s("bvalid").eq(1), s("bresp").eq(Mux(berr, SLVERR, OKAY))]
                 with m.If(s("bready")):
                     m.next = "IDLE"
-            self._port(m, wr, rd, addr, inside, lane, lg)
-        return m
 
-    def _port(self, m, wr, rd, addr, inside, lane, lg):
-        """The FSM's states of the bridge's word: a write's strobes on its lane (``PORT``), a
-        read's word out of the memory the next cycle (``PORT_READ``)."""
+    def _port(self, m, rd, wr, word, port, idle):
+        """The bridge's word, between bursts (both channels idle, no new burst taken while
+        it runs): a write's strobes on its lane, a read's word the next cycle."""
         p, bb = self.port, self.bus_bytes
+        lg = exact_log2(bb)
+        addr = Signal(self.addr_bits, name="p_addr")
+        lane = Signal(range(bb // 4) if bb > 4 else 1)
+        inside = Signal()
         if bb > 4:
             m.d.comb += lane.eq(addr[2:lg])
-        with m.State("PORT"):
-            m.d.comb += wr.data.eq(Cat(*[p.wdata] * (bb // 4)))
-            with m.If(p.write):
-                m.d.comb += [wr.en.eq(Mux(inside, Const(0xF, 4) << (lane * 4), 0)),
-                             p.ack.eq(1), p.err.eq(~inside)]
+        m.d.comb += inside.eq(addr < self.size)
+        with m.If(port):
+            m.d.comb += [rd.addr.eq(word(addr)), wr.addr.eq(word(addr)),
+                         wr.data.eq(Cat(*[p.wdata] * (bb // 4)))]
+        with m.FSM(name="port_fsm"):
+            with m.State("IDLE"):
+                with m.If(p.req & idle & ~self.s_axi_arvalid & ~self.s_axi_awvalid):
+                    m.d.sync += addr.eq(p.addr)
+                    m.next = "ACCESS"
+            with m.State("ACCESS"):
+                m.d.comb += [port.eq(1), rd.en.eq(1)]
+                with m.If(p.write):
+                    m.d.comb += [wr.en.eq(Mux(inside, Const(0xF, 4) << (lane * 4), 0)),
+                                 p.ack.eq(1), p.err.eq(~inside)]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "READ"
+            with m.State("READ"):
+                m.d.comb += [port.eq(1), p.ack.eq(1), p.err.eq(~inside),
+                             p.rdata.eq(Mux(inside, rd.data.word_select(lane, 32), 0))]
                 m.next = "IDLE"
-            with m.Else():
-                m.next = "PORT_READ"
-        with m.State("PORT_READ"):
-            m.d.comb += [p.ack.eq(1), p.err.eq(~inside),
-                         p.rdata.eq(Mux(inside, rd.data.word_select(lane, 32), 0))]
-            m.next = "IDLE"

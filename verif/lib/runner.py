@@ -98,8 +98,11 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
                test_filter: str | None = None, extra_env: dict | None = None,
                check_lint: bool = True, cxx_opt: str = CXX_OPT,
                public_all: bool = False, coverage: bool = False,
-               toggles: bool = False, sim: str = "verilator") -> dict:
-    """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` as ``<name>.v`` in
+               toggles: bool = False, sim: str = "verilator", make=None,
+               make_key: str = "") -> dict:
+    """Emit block ``name`` of ``rtl.BLOCKS`` built from ``cfg`` (or the component
+    ``make()`` returns, a design that is not a registered block, such as the board's:
+    ``make_key`` names its parameters beside the Config) as ``<name>.v`` in
     ``build_dir`` (lint it), build it with the simulator ``sim`` (Verilator, or Icarus
     Verilog under its default ``-g2012`` on the Verilog for event-driven simulators,
     :func:`vrex.emit.for_event_simulators`) and run ``test_module`` (or only ``testcase``).
@@ -132,7 +135,7 @@ def run_cocotb(name: str, cfg: Config, *, test_module: str, build_dir, testcase=
     build.mkdir(parents=True, exist_ok=True)
     (build / "config.json").write_text(cfg.to_json())
     # (made only if its Verilog is not cached under the Config)
-    block, key = (lambda: BLOCKS[name].from_config(cfg)), cfg.to_json()
+    block, key = make or (lambda: BLOCKS[name].from_config(cfg)), cfg.to_json() + make_key
     v = write_verilog(block, name, build, key=key)
     if check_lint:
         lint(v)

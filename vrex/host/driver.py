@@ -150,18 +150,27 @@ class Host:
         """A :class:`vrex.host.plan.StreamPlan` end to end: its memory image and registers
         (``registers``/``load`` False: the core and memory keep what they hold), every
         descriptor as the queue takes it, the wait for all, then the output rows and the
-        error registers."""
+        error registers. A plan laid out a descriptor at a time (``desc_images``) writes
+        each descriptor's buffers, queues it, waits for it and reads its rows before the
+        next."""
         if load:
             await self.load(plan.image)
         if registers:
             await self.configure(plan.registers)
-        base = await self.read("DESC_DONE")
-        await self.submit(plan.descriptors)
         res = RunResult()
-        res.done = await self.wait_done(len(plan.descriptors), base, max_polls=max_polls,
-                                        on_timeout=on_timeout)
-        for k, desc in enumerate(plan.descriptors):
-            res.o_rows.append(await self.output(plan, k))
+        base = await self.read("DESC_DONE")
+        wait = dict(max_polls=max_polls, on_timeout=on_timeout)
+        if plan.desc_images:
+            for k, desc in enumerate(plan.descriptors):
+                await self.load(plan.desc_images[k])
+                await self.submit([desc])
+                res.done = await self.wait_done(k + 1, base, **wait)
+                res.o_rows.append(await self.output(plan, k))
+        else:
+            await self.submit(plan.descriptors)
+            res.done = await self.wait_done(len(plan.descriptors), base, **wait)
+            for k in range(len(plan.descriptors)):
+                res.o_rows.append(await self.output(plan, k))
         res.error_code, res.error_addr = await self.error()
         return res
 

@@ -1,0 +1,189 @@
+"""``make fpga``: the board's bitstream and its report.
+
+The board top (:class:`rtl.board.top.BoardTop`: PLL, reset, core, on-chip memory, serial
+bridge) on ``amaranth-boards``' platform of the board gives the design and its pin and
+clock constraints (``build/fpga/<board>.il``, ``.lpf``); YoWASP Yosys maps it for the ECP5
+(``synth.run``'s flows, the block RAM output and multiplier registers moved into the RAMs
+and DSPs as for the blocks), nextpnr-ecp5 places and routes it on each seed at the board's
+clock, ``synth.sta`` summarises every endpoint's slack, and ecppack packs the best seed's
+placement into ``build/fpga/<board>.bit``. ``report.json`` and ``report.md`` there hold the
+utilisation against the device (and the limits the build must keep), each seed's Fmax and
+its limiting paths; the synthesis report (``build/synth/report.json``) gets them under
+``boards``.
+
+Flash a ULX3S with ``openFPGALoader -b ulx3s build/fpga/ulx3s.bit`` (docs/board.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from vrex.boards import BOARDS, board_config
+from vrex.toolchain import default_jobs
+
+from .run import KEEP_COPIES, _cells, _map_fpga, _run, ecp5_counts
+
+__all__ = ["build", "prepare", "place", "LIMITS", "DEVICE_85F", "main"]
+
+# the ECP5-85F's resources and the share of each a board build may take (the headroom
+# nextpnr needs to route, and room to grow)
+DEVICE_85F = {"TRELLIS_COMB": 83640, "TRELLIS_FF": 83640, "DP16KD": 208, "MULT18X18D": 156}
+LIMITS = {"TRELLIS_COMB": 0.85, "DP16KD": 0.90, "MULT18X18D": 1.0}
+
+
+def _tool(name: str) -> str:
+    return str(Path(sys.executable).parent / f"yowasp-{name}")
+
+
+def prepare(board: str, preset: str, out) -> tuple:
+    """The board top's RTLIL and constraints in ``out`` (Amaranth's platform build, not
+    run); returns (the Config, the Board)."""
+    from amaranth_boards.ulx3s import ULX3S_85F_Platform
+    from rtl.board.top import BoardTop
+    platforms = {"ulx3s": ULX3S_85F_Platform}
+    b = BOARDS[board]
+    cfg = board_config(b, preset)
+    plan = platforms[board]().build(BoardTop(cfg, b), name=board, build_dir=str(out),
+                                    do_build=False)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for fn, content in plan.files.items():
+        (out / fn).write_bytes(content if isinstance(content, bytes) else content.encode())
+    drop_zero_meminit_rtlil(out / f"{board}.il")
+    return cfg, b
+
+
+_ZERO_MEMINIT = re.compile(r"  cell \$meminit_v2 [^\n]*\n(?:    [^\n]*\n)*?  end\n")
+
+
+def drop_zero_meminit_rtlil(path) -> int:
+    """Remove the ``$meminit_v2`` cells that set a memory to zeros (the RTLIL form of
+    :func:`synth.run.drop_zero_meminit`: the ECP5's RAMs power up zeroed). Returns how many
+    were dropped."""
+    text = Path(path).read_text()
+    keep, n = [], 0
+    pos = 0
+    for mo in _ZERO_MEMINIT.finditer(text):
+        data = re.search(r"connect \\DATA \d+'([01]+)", mo.group(0))
+        if data and set(data.group(1)) == {"0"}:
+            keep.append(text[pos:mo.start()])
+            pos = mo.end()
+            n += 1
+    keep.append(text[pos:])
+    if n:
+        Path(path).write_text("".join(keep))
+    return n
+
+
+def place(board, out, seed: int) -> dict:
+    """nextpnr-ecp5 on ``seed``: its Fmax, the utilisation and the slack summary."""
+    from .sta import summary
+    b = BOARDS[board] if isinstance(board, str) else board
+    tag = f"seed{seed}"
+    t = _run([_tool("nextpnr-ecp5"), b.device, "--package", b.package, "--speed", "6",
+              "--json", f"{b.name}.json", "--lpf", f"{b.name}.lpf", "--textcfg",
+              f"{b.name}_{tag}.config", "--report", f"pnr_{tag}.json", "--sdf",
+              f"routed_{tag}.sdf", "--seed", str(seed), "--timing-allow-fail",
+              "--placer-heap-timingweight", "30"], out, f"nextpnr_{tag}.log")
+    rep = json.loads((Path(out) / f"pnr_{tag}.json").read_text())
+    fmax = {k: round(v["achieved"], 2) for k, v in rep.get("fmax", {}).items()}
+    sta = summary(Path(out) / f"routed_{tag}.sdf", 1000 / b.clk_mhz)
+    return {"seed": seed, "fmax_mhz": min(fmax.values()) if fmax else None,
+            "fmax_by_clock": fmax, "seconds": round(t), "sta": sta,
+            "utilisation": rep.get("utilization", {})}
+
+
+def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(1, 2, 3),
+          jobs: int | None = None, bitstream: bool = True) -> dict:
+    out = Path(out)
+    t0 = time.time()
+    cfg, b = prepare(board, preset, out)
+    res = {"board": board, "device": f"LFE5U-85F {b.package}", "clk_mhz": b.clk_mhz,
+           "mem_bytes": b.mem_bytes, "config": cfg.to_dict(), "seconds": {}}
+    read = f"read_rtlil {board}.il; {KEEP_COPIES}"
+    res["seconds"]["yosys"], flow = _map_fpga("ecp5", board, read, out, f" -json {board}.json")
+    if flow:
+        res["yosys_flow"] = flow
+    by, _ = _cells(out / "ecp5_stat.json")
+    res["cells"] = ecp5_counts(by)
+    from .bram_outreg import absorb
+    from .dsp_regs import absorb as absorb_dsp
+    res["cells"]["bram_outreg_ff"] = absorb(out / f"{board}.json", enabled=True)
+    res["cells"]["dsp_regs_ff"] = absorb_dsp(out / f"{board}.json")
+    with ThreadPoolExecutor(max(1, min(jobs or default_jobs(), len(seeds)))) as pool:
+        runs = list(pool.map(lambda s: place(b, out, s), seeds))
+    res["seeds"] = {str(r["seed"]): r for r in runs}
+    util = runs[0]["utilisation"]
+    res["utilisation"] = {k: {"used": v["used"], "available": v["available"],
+                              "share": round(v["used"] / v["available"], 4)}
+                          for k, v in util.items() if k in DEVICE_85F}
+    res["limits"] = {k: {"limit": lim, "holds": res["utilisation"].get(k, {}).get(
+        "share", 0) <= lim} for k, lim in LIMITS.items()}
+    res["fmax_by_seed"] = {str(r["seed"]): r["fmax_mhz"] for r in runs}
+    best = max(runs, key=lambda r: r["fmax_mhz"] or 0)
+    if bitstream:
+        _run([_tool("ecppack"), "--compress", "--input", f"{board}_seed{best['seed']}.config",
+              "--bit", f"{board}.bit"], out, "ecppack.log")
+        res["bitstream"] = str(out / f"{board}.bit")
+        res["bitstream_seed"] = best["seed"]
+    res["seconds"]["total"] = round(time.time() - t0)
+    (out / "report.json").write_text(json.dumps(res, indent=1, sort_keys=True))
+    (out / "report.md").write_text(markdown(res))
+    _into_synth_report(res)
+    return res
+
+
+def markdown(res: dict) -> str:
+    lines = [f"# {res['board']}: the board design", "",
+             f"{res['device']}, core clock {res['clk_mhz']} MHz from the PLL, "
+             f"{res['mem_bytes'] // 1024} KB of on-chip memory.", "",
+             "| resource | used | available | share | limit |", "|---|---|---|---|---|"]
+    for k, u in res["utilisation"].items():
+        lim = res["limits"].get(k, {}).get("limit")
+        lines.append(f"| {k} | {u['used']} | {u['available']} | {100 * u['share']:.1f}% | "
+                     + (f"{100 * lim:.0f}%" if lim else "-") + " |")
+    lines += ["", "| seed | Fmax (MHz) | worst slack (ns) | failing endpoints |",
+              "|---|---|---|---|"]
+    for s, r in res["seeds"].items():
+        st = r["sta"] or {}
+        lines.append(f"| {s} | {r['fmax_mhz']} | {st.get('worst_slack_ns', '-')} | "
+                     f"{st.get('failing', '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _into_synth_report(res: dict, path="build/synth/report.json") -> None:
+    p = Path(path)
+    rep = json.loads(p.read_text()) if p.exists() else {}
+    rep.setdefault("boards", {})[res["board"]] = {
+        k: res[k] for k in ("device", "clk_mhz", "utilisation", "limits", "fmax_by_seed")}
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(rep, indent=1, sort_keys=True))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="synth.fpga", description=__doc__)
+    ap.add_argument("--board", default="ulx3s", choices=sorted(BOARDS))
+    ap.add_argument("--preset", default="paper")
+    ap.add_argument("--out", default="build/fpga")
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="write the design and constraints, run no tool")
+    a = ap.parse_args(argv)
+    if a.prepare_only:
+        prepare(a.board, a.preset, a.out)
+        return 0
+    res = build(a.board, a.preset, a.out, tuple(int(s) for s in a.seeds.split(",")), a.jobs)
+    print((Path(a.out) / "report.md").read_text())
+    bad = [k for k, v in res["limits"].items() if not v["holds"]]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""The board's design, Verilog tier: the core of the board's build with the on-chip memory
+and the serial bridge (``rtl.board``), emitted, linted and run under cocotb + Verilator with
+cocotbext-uart as the host's port and the host driver a board's host runs (verif/board/tb.py):
+line faults, then the board's crop of the bundled trace bit-exact under both presets. The
+line runs at a quarter of the clock (the board's own rate is its Board's baud)."""
+import os
+
+import pytest
+
+from verif.lib.runner import ROOT, failures, run_cocotb
+
+DIVISOR, TIMEOUT = 4, 640
+
+
+def board_point(preset="paper"):
+    """The board's build and its design for the simulation: the line at DIVISOR cycles a
+    bit, the bridge's timeout TIMEOUT cycles."""
+    from rtl.board.top import board_system
+    from vrex.boards import BOARDS, board_config
+    board = BOARDS["ulx3s"]
+    cfg = board_config(board, preset)
+    return cfg, (lambda: board_system(cfg, board, divisor=DIVISOR, timeout=TIMEOUT))
+
+
+def test_board_verilog():
+    cfg, make = board_point()
+    build = ROOT / "build" / "sim" / "board" / "ulx3s"
+    results = run_cocotb("board", cfg, test_module="verif.board.tb", build_dir=build,
+                         make=make, testcase=os.environ.get("VREX_TESTCASE"), make_key=f"ulx3s/{DIVISOR}/{TIMEOUT}",
+                         extra_env={"VREX_DIVISOR": str(DIVISOR),
+                                    "VREX_TIMEOUT": str(TIMEOUT)})
+    if msg := failures(results, build):
+        pytest.fail(msg, pytrace=False)
