@@ -39,7 +39,8 @@ class BoardRam(wiring.Component):
     """``size`` bytes, ``8 · bus_bytes`` bits a word, at address 0 of the AXI4 slave
     (``s_axi_*``, the core's ``m_axi_*`` flipped) and of ``port``. Reads and writes run at
     once (one burst of each at a time, on the memory's read and write ports: a master may
-    hold a write's data until a read returns). A burst that reaches past the memory answers
+    hold a write's data until a read returns); a response carries its request's ID (the
+    core routes responses by ID). A burst that reaches past the memory answers
     SLVERR on those beats (a read's data 0, a write's beats dropped); the bridge's accesses
     go between bursts."""
 
@@ -75,16 +76,18 @@ class BoardRam(wiring.Component):
         bb = self.bus_bytes
         addr, left = Signal(self.addr_bits, name="r_addr"), Signal(9, name="r_left")
         rvalid, rerr, rlast = Signal(), Signal(), Signal()
+        rid = Signal.like(s("arid"), name="r_id")
         m.d.comb += [s("rvalid").eq(rvalid), s("rresp").eq(Mux(rerr, SLVERR, OKAY)),
                      s("rlast").eq(rlast), s("rdata").eq(Mux(rerr, 0, rd.data)),
-                     s("rid").eq(0)]
+                     s("rid").eq(rid)]
         with m.If(~port):
             m.d.comb += rd.addr.eq(word(addr))
         with m.FSM(name="read_fsm"):
             with m.State("IDLE"):
                 m.d.comb += [idle.eq(1), s("arready").eq(~port)]
                 with m.If(s("arvalid") & ~port):
-                    m.d.sync += [addr.eq(s("araddr")), left.eq(s("arlen") + 1)]
+                    m.d.sync += [addr.eq(s("araddr")), left.eq(s("arlen") + 1),
+                                 rid.eq(s("arid"))]
                     m.next = "READ"
             with m.State("READ"):
                 issue = Signal()
@@ -102,14 +105,15 @@ class BoardRam(wiring.Component):
         (that beat dropped)."""
         s = lambda n: getattr(self, f"s_axi_{n}")
         addr, berr = Signal(self.addr_bits, name="w_addr"), Signal()
-        m.d.comb += s("bid").eq(0)
+        bid = Signal.like(s("awid"), name="w_id")
+        m.d.comb += s("bid").eq(bid)
         with m.If(~port):
             m.d.comb += [wr.addr.eq(word(addr)), wr.data.eq(s("wdata"))]
         with m.FSM(name="write_fsm"):
             with m.State("IDLE"):
                 m.d.comb += [idle.eq(1), s("awready").eq(~port)]
                 with m.If(s("awvalid") & ~port):
-                    m.d.sync += [addr.eq(s("awaddr")), berr.eq(0)]
+                    m.d.sync += [addr.eq(s("awaddr")), berr.eq(0), bid.eq(s("awid"))]
                     m.next = "WRITE"
             with m.State("WRITE"):
                 m.d.comb += s("wready").eq(1)
