@@ -89,6 +89,7 @@ BOARD ?= ulx3s
 SEEDS ?= 1,2,3
 fpga: $(STAMP)
 	$(PY) -m synth.fpga --board $(BOARD) --seeds $(SEEDS) --jobs $(JOBS)
+	$(FIGURES) --fpga build/fpga/report.json
 
 bench: $(STAMP)
 	$(PY) -m golden.bench --jobs $(JOBS)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ from vrex.toolchain import default_jobs
 
 from .run import KEEP_COPIES, _cells, _map_fpga, _run, ecp5_counts
 
-__all__ = ["build", "prepare", "place", "LIMITS", "DEVICE_85F", "main"]
+__all__ = ["build", "prepare", "place", "cycle_cost", "LIMITS", "DEVICE_85F", "main"]
 
 # the ECP5-85F's resources and the share of each a board build may take (the headroom
 # nextpnr needs to route, and room to grow)
@@ -99,6 +98,33 @@ def place(board, out, seed: int) -> dict:
             "utilisation": rep.get("utilization", {})}
 
 
+def cycle_cost(board: str = "ulx3s") -> dict:
+    """The cycle model's cycles (``golden.cycles``, the fitted coefficients) of the board's
+    build against the reference build (B 1024) under each preset: on the board's crop of
+    the bundled trace, and on the bundled trace's first four steps (whose sets of up to 300
+    tokens the board's B of 64 attends in chunks; its tables could not hold that stream's
+    clusters: an estimate of the shrunk buffers' cost alone)."""
+    from golden.core import run_stream
+    from golden.cycles import load_fit, predict_stream
+    from golden.layout import board_trace
+    from golden.trace import load_trace, quantise
+    from vrex.config import Config
+    b = BOARDS[board]
+    tr = load_trace(Path(__file__).resolve().parents[1] / "data" / "carphone_cut.npz")
+    crop = board_trace(tr, b)
+    coef, out = load_fit(), {}
+    streams = {"crop": (crop, quantise(crop), None), "bundled_4_steps": (tr, quantise(tr), 4)}
+    for preset in ("paper", "tuned"):
+        ref = Config.from_preset(preset, **tr.geometry(), attn_b_rows=1024, attn_acc_bits=34)
+        for name, (t, q, steps) in streams.items():
+            row = {}
+            for label, cfg in (("reference", ref), ("board", board_config(b, preset))):
+                g = run_stream(t, q, cfg, steps=steps)
+                row[label] = round(sum(predict_stream(coef, g, cfg, 0, cfg.centre).values()))
+            out[f"{preset}/{name}"] = row
+    return out
+
+
 def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(1, 2, 3),
           jobs: int | None = None, bitstream: bool = True) -> dict:
     out = Path(out)
@@ -132,6 +158,7 @@ def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(
               "--bit", f"{board}.bit"], out, "ecppack.log")
         res["bitstream"] = str(out / f"{board}.bit")
         res["bitstream_seed"] = best["seed"]
+    res["cycle_cost"] = cycle_cost(board)
     res["seconds"]["total"] = round(time.time() - t0)
     (out / "report.json").write_text(json.dumps(res, indent=1, sort_keys=True))
     (out / "report.md").write_text(markdown(res))

@@ -5,7 +5,7 @@ the board top's simulation runs the same design with a fast serial line.
 
 The ULX3S build keeps the model's geometry and every ReSV setting of either preset; it
 shrinks what the on-chip memory cannot back anyway: a stream of a few hundred tokens (a
-crop of the bundled trace, :func:`board_trace`) opens tens of clusters a layer, so the
+crop of the bundled trace, ``golden.layout.board_trace``) opens tens of clusters a layer, so the
 cluster window (64), the KVMU's tables (32 clusters a layer, 64 logical blocks), the WTU's
 row (256 candidates), the attention's B (64 rows: longer sets in chunks) and the longest
 step (64 tokens) are sized for that, and a KV block holds 4 tokens (less memory lost to the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Board", "BOARDS", "board_config", "board_trace"]
+__all__ = ["Board", "BOARDS", "board_config"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Board:
     timeout_ms: float               # a frame's byte that does not come within it: TIMEOUT
     build: dict = field(default_factory=dict)       # Config fields beside the preset's
     far_slots: int = 16             # logical blocks of the far tier (compact_layout)
-    crop: dict = field(default_factory=dict)        # the trace the board runs (board_trace)
+    crop: dict = field(default_factory=dict)        # the trace it runs (golden.layout)
 
     @property
     def divisor(self) -> int:
@@ -60,12 +60,3 @@ def board_config(board: str | Board = "ulx3s", preset: str = "paper", **kw):
     b = BOARDS[board] if isinstance(board, str) else board
     return Config.from_preset(preset, **{**b.build, **kw})
 
-
-def board_trace(trace, board: str | Board = "ulx3s"):
-    """The crop of ``trace`` the board's memory holds: its first ``steps`` steps, the first
-    ``tokens_per_step`` tokens of each, every layer."""
-    from golden.trace import cut_trace
-    b = BOARDS[board] if isinstance(board, str) else board
-    c = b.crop
-    return cut_trace(trace, range(c["steps"]), range(trace.n_layers),
-                     f"{trace.name}_{b.name}", tokens_per_step=c["tokens_per_step"])

@@ -27,6 +27,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .board_regions import board_cycles, board_fpga
 from .golden_regions import (methods_factorial, methods_matched, methods_options,
                              methods_order, methods_seeds, methods_wicsum)
 from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # noqa: F401
@@ -34,7 +35,7 @@ from .reports import BLOCK_ROWS, MATCHED, ROOT, commit, entry, tools, update  # 
 SNAPSHOT = ROOT / "docs" / "figures.json"
 DOCS = ("README.md", "docs/hcu.md", "docs/wtu.md", "docs/attn.md", "docs/kvmu.md",
         "docs/core.md", "docs/cycles.md", "docs/methods.md", "docs/seeds.md",
-        "docs/formal.md", "docs/coverage.md", "docs/sweep.md")
+        "docs/formal.md", "docs/coverage.md", "docs/sweep.md", "docs/board.md")
 
 # each bench entry's headline: (value key, format, the unit per µs at Fmax); its utilisation
 HEADLINE = {
@@ -438,7 +439,8 @@ def regions(snap: dict) -> dict:
          "core-dense": core_dense(snap),
          "formal-results": formal_results(snap), "coverage-results": coverage_results(snap),
          "sweep-bundled": sweep_front(snap), "sweep-scale": sweep_scale(snap),
-         "readme-sweep": readme_sweep(snap), "paper-batch": paper_batch(snap)}
+         "readme-sweep": readme_sweep(snap), "paper-batch": paper_batch(snap),
+         "board-fpga": board_fpga(snap), "board-cycles": board_cycles(snap)}
     for block, *_ in BLOCK_ROWS:
         r[f"{block}-measured"] = block_measured(snap, block)
     return r
@@ -497,6 +499,7 @@ def main(argv=None) -> int:
     u.add_argument("--coverage", type=Path, help="make coverage's report.json")
     u.add_argument("--sweep", type=Path, help="a sweep's folder (build/sweep/<name>/)")
     u.add_argument("--batch", type=Path, help="golden.batch's batch.json")
+    u.add_argument("--fpga", type=Path, help="make fpga's report.json")
     t = sub.add_parser("timing", help="record how long a make target took (seconds)")
     t.add_argument("target", choices=["setup", "demo", "test"] + [k for k, *_ in TARGETS])
     t.add_argument("seconds", type=float, help="wall time after set-up")
@@ -512,7 +515,7 @@ def main(argv=None) -> int:
         snap = load()
         done = update(snap, bench_dir=args.bench, synth_report=args.synth, cycles=args.cycles,
                       golden=args.golden, formal=args.formal, coverage=args.coverage,
-                      sweep=args.sweep, batch=args.batch)
+                      sweep=args.sweep, batch=args.batch, fpga=args.fpga)
         dump(snap)
         print(f"docs/figures.json: {', '.join(done) or 'nothing found to update'}")
         changed = render(snap)

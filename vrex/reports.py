@@ -242,16 +242,35 @@ def sweep_values(summ: dict) -> dict:
                                             "seconds")}}
 
 
+def fpga_values(rep: dict) -> dict:
+    """The figures the docs quote out of ``make fpga``'s report (``synth.fpga``)."""
+    seeds = {s: {"fmax_mhz": r["fmax_mhz"],
+                 **{k: (r.get("sta") or {}).get(k) for k in ("worst_slack_ns", "failing")}}
+             for s, r in rep["seeds"].items()}
+    worst = min(rep["seeds"].values(), key=lambda r: r["fmax_mhz"] or 0)
+    pairs = (worst.get("sta") or {}).get("worst_pairs", [])[:3]
+    limiting = {"seed": worst["seed"], "paths": [f"{a} → {b}: {s} ns slack ({c} paths)"
+                                                 for a, b, s, c in pairs]} if pairs else None
+    return {k: rep.get(k) for k in ("device", "clk_mhz", "mem_bytes", "utilisation", "limits",
+                                    "fmax_by_seed", "cycle_cost")} | {"seeds": seeds,
+                                                                      "limiting": limiting}
+
+
 def update(snap: dict, *, bench_dir: Path | None = None, synth_report: Path | None = None,
            cycles: Path | None = None, golden: list | None = None,
            formal: Path | None = None, coverage: Path | None = None,
            sweep: Path | None = None, docs_dir: Path | None = None,
-           batch: Path | None = None) -> list[str]:
+           batch: Path | None = None, fpga: Path | None = None) -> list[str]:
     """Take the figures out of the reports that exist into ``snap``; the keys updated. A
     sweep's folder also gives its Pareto plot, copied to ``docs/sweep_<name>.png`` (in
     ``docs_dir``, default the repository's docs/)."""
     done = []
     entries = snap.setdefault("entries", {})
+    if fpga is not None and Path(fpga).exists():
+        rep = json.loads(Path(fpga).read_text())
+        key = f"fpga/{rep['board']}"
+        entries[key] = entry(str(fpga), rep["config"], fpga_values(rep))
+        done.append(key)
     if batch is not None and Path(batch).exists():
         b = json.loads(Path(batch).read_text())
         entries["cycles/batch"] = entry(str(batch), None, {"rows": b["rows"]})

@@ -19,7 +19,7 @@ from verif.lib.cocotb_tb import CLOCK_NS, LONG_LIMIT_MS, test
 from verif.lib.runner import tb_config
 from vrex import regmap
 from vrex.host.driver import Host
-from vrex.host.plan import compare_outputs
+from golden.layout import compare_outputs
 from vrex.host.serial import STATUS, LinkError, SerialLink, request
 
 DIVISOR = int(os.environ.get("VREX_DIVISOR", 4))
@@ -83,11 +83,11 @@ async def start(dut):
 def board_plans(cfg):
     """The board's crop of the bundled trace under each preset of VREX_PRESETS, laid out in
     the board's memory a descriptor at a time (``vrex.boards``)."""
-    from verif.lib.traces import bundled
+    from golden.layout import board_trace, compact_layout, plan_stream
     from golden.trace import quantise
-    from vrex.boards import BOARDS, board_trace
+    from verif.lib.traces import bundled
+    from vrex.boards import BOARDS
     from vrex.config import PRESETS
-    from vrex.host.plan import compact_layout, plan_stream
     board = BOARDS[os.environ.get("VREX_BOARD", "ulx3s")]
     tr, _ = bundled()
     crop = board_trace(tr, board)
@@ -146,5 +146,3 @@ async def board_stream(dut):
         sel = sum(len(h.selected) for g in plan.golden for h in g.heads)
         dut._log.info(f"{preset}: {len(plan.descriptors)} descriptors bit-exact ({sel} "
                       f"clusters selected), {port.sent - sent} bytes sent on the line")
-from cocotb.triggers import ClockCycles, Timer
-from vrex.host.serial import request

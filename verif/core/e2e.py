@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from golden.core import head_chunks
 from verif.lib.fcov import record
-from vrex.host.plan import StreamPlan, compare_outputs, plan_stream
+from golden.layout import StreamPlan, compare_outputs, plan_stream
 
 __all__ = ["StreamPlan", "plan_stream", "synthetic_stream", "Observed", "compare_run",
            "failed_fetches",

@@ -147,7 +147,7 @@ class Host:
 
     async def run(self, plan, *, registers: bool = True, load: bool = True,
                   max_polls: int | None = None, on_timeout=None) -> RunResult:
-        """A :class:`vrex.host.plan.StreamPlan` end to end: its memory image and registers
+        """A :class:`golden.layout.StreamPlan` end to end: its memory image and registers
         (``registers``/``load`` False: the core and memory keep what they hold), every
         descriptor as the queue takes it, the wait for all, then the output rows and the
         error registers. A plan laid out a descriptor at a time (``desc_images``) writes

@@ -2,7 +2,8 @@
 in memory with room for O, per layer the sink tokens' K and V and the hyperplanes, the
 descriptors in issue order and the register settings, with the golden model's run of the same
 stream (``golden.core.run_stream``) to compare the outputs with. The one layout the
-testbenches, the demo and a board's host use (:mod:`vrex.host.driver` runs it)."""
+testbenches, the demo and a board's host use (:mod:`vrex.host.driver` runs it), and the
+crop of a trace a board's memory holds (:func:`board_trace`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,7 +12,8 @@ import numpy as np
 
 from vrex import regmap
 
-__all__ = ["StreamPlan", "plan_stream", "compact_layout", "compare_outputs", "ALIGN"]
+__all__ = ["StreamPlan", "plan_stream", "compact_layout", "compare_outputs", "board_trace",
+           "ALIGN"]
 
 ALIGN = 64
 
@@ -57,7 +59,7 @@ def plan_stream(trace, qt, cfg, *, steps=None, io_base=None, io_size=None,
     ``per_descriptor``: every descriptor's buffers in one part of the I/O window, written
     before it is queued (``desc_images``): a small memory runs a stream a descriptor at a
     time."""
-    from golden.core import run_stream
+    from .core import run_stream
     golden = run_stream(trace, qt, cfg, steps=steps)
     layout = layout or {}
     if io_base is None:
@@ -103,8 +105,8 @@ def plan_stream(trace, qt, cfg, *, steps=None, io_base=None, io_size=None,
 def _layer_buffers(trace, qt, cfg, state, image):
     """The sink tokens' K and V and the hyperplanes of every layer allocated and written
     into ``image``: ``(hyperplanes by layer, (sink K, sink V) by layer, sink tokens)``."""
-    from golden.numerics import hyperplanes
-    from golden.resv import sink_count
+    from .numerics import hyperplanes
+    from .resv import sink_count
     n_sink = sink_count(trace, cfg)
     layers = range(cfg.n_layers)
     sinks, hps = {}, {}
@@ -173,3 +175,14 @@ def compare_outputs(plan: StreamPlan, o_rows: list, per_head: int = 3) -> list:
                            f"token {ls.token0 + tok} dim {col}: {g[qh, tok, col]}, golden "
                            f"{want[qh, tok, col]}")
     return bad
+
+
+def board_trace(trace, board="ulx3s"):
+    """The crop of ``trace`` the board's memory holds: its first ``steps`` steps, the first
+    ``tokens_per_step`` tokens of each, every layer."""
+    from vrex.boards import BOARDS
+    from .trace import cut_trace
+    b = BOARDS[board] if isinstance(board, str) else board
+    c = b.crop
+    return cut_trace(trace, range(c["steps"]), range(trace.n_layers),
+                     f"{trace.name}_{b.name}", tokens_per_step=c["tokens_per_step"])
