@@ -53,6 +53,7 @@ def pytest_terminal_summary(terminalreporter):
 LONG_FIRST = (
     "verif/core/test_verilog.py::test_core_bundled_trace",
     "verif/core/test_verilog.py::test_core_verilog",
+    "verif/board/test_verilog.py::test_board_verilog",
     "verif/attn/test_verilog.py::test_engine_verilog",
     "verif/kvmu/test_verilog.py::test_kvmu_verilog",
     "verif/attn/test_verilog.py::test_array_verilog",

@@ -215,6 +215,8 @@ TARGETS = (
      "build/bench/cycles.json, docs/figures.json"),
     ("synth", "`make synth`", "Yosys (generic, ECP5, 7-series, iCE40) and nextpnr-ecp5",
      "build/synth/report.{json,md}, docs/figures.json"),
+    ("fpga", "`make fpga`", "the ULX3S board's bitstream: utilisation, Fmax on three seeds",
+     "build/fpga/ulx3s.bit, build/fpga/report.{json,md}, docs/figures.json"),
     ("research", "`make research`", "ReSV variants against ReSV at its own ratio",
      "build/research/"),
     ("formal", "`make formal`", "SymbiYosys: every block's bus and stream rules, covers",
