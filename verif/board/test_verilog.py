@@ -34,6 +34,18 @@ def _run(env):
         pytest.fail(msg, pytrace=False)
 
 
+def test_board_ram_verilog():
+    """The on-chip memory alone (4 KB, a 16-byte bus) under cocotbext-axi's master."""
+    from rtl.board.ram import BoardRam
+    from vrex.config import Config
+    build = ROOT / "build" / "sim" / "board_ram" / "4k"
+    results = run_cocotb("board_ram", Config(), test_module="verif.board.tb_ram",
+                         build_dir=build, make_key="4k/16",
+                         make=lambda: BoardRam(size=4096, bus_bytes=16, addr_bits=16))
+    if msg := failures(results, build):
+        pytest.fail(msg, pytrace=False)
+
+
 def test_board_verilog():
     _run({"VREX_PRESETS": "tuned", "VREX_STEPS": "3"})
 
