@@ -28,7 +28,7 @@ from vrex.toolchain import default_jobs
 
 from .run import KEEP_COPIES, _cells, _map_fpga, _run, ecp5_counts
 
-__all__ = ["build", "prepare", "place", "cycle_cost", "LIMITS", "DEVICE_85F", "main"]
+__all__ = ["build", "prepare", "synthesise", "packed", "place", "cycle_cost", "LIMITS", "DEVICE_85F", "main"]
 
 # the ECP5-85F's resources and the share of each a board build may take (the headroom
 # nextpnr needs to route, and room to grow)
@@ -125,10 +125,10 @@ def cycle_cost(board: str = "ulx3s") -> dict:
     return out
 
 
-def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(1, 2, 3),
-          jobs: int | None = None, bitstream: bool = True) -> dict:
+def synthesise(board: str, preset: str, out) -> dict:
+    """The board top's design mapped for the ECP5 in ``out`` (``<board>.json``, the block
+    RAM output and multiplier registers moved in); the report's first entries."""
     out = Path(out)
-    t0 = time.time()
     cfg, b = prepare(board, preset, out)
     res = {"board": board, "device": f"LFE5U-85F {b.package}", "clk_mhz": b.clk_mhz,
            "mem_bytes": b.mem_bytes, "config": cfg.to_dict(), "seconds": {}}
@@ -142,6 +142,37 @@ def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(
     from .dsp_regs import absorb as absorb_dsp
     res["cells"]["bram_outreg_ff"] = absorb(out / f"{board}.json", enabled=True)
     res["cells"]["dsp_regs_ff"] = absorb_dsp(out / f"{board}.json")
+    return res
+
+
+def packed(board: str, out) -> dict:
+    """nextpnr-ecp5's packing alone (``--pack-only``, a minute): the utilisation it reports,
+    ``{resource: (used, available)}``, before any placement."""
+    b = BOARDS[board]
+    _run([_tool("nextpnr-ecp5"), b.device, "--package", b.package, "--speed", "6", "--json",
+          f"{board}.json", "--lpf", f"{board}.lpf", "--pack-only", "--log", "pack.log"],
+         out, "pack_run.log")
+    util = {}
+    for line in (Path(out) / "pack.log").read_text().splitlines():
+        if mo := re.match(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)", line):
+            util[mo.group(1)] = (int(mo.group(2)), int(mo.group(3)))
+    return util
+
+
+def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(1, 2, 3),
+          jobs: int | None = None, bitstream: bool = True) -> dict:
+    out = Path(out)
+    t0 = time.time()
+    res = synthesise(board, preset, out)
+    b = BOARDS[board]
+    res["packed"] = packed(board, out)
+    over = {k: v for k, v in res["packed"].items()
+            if k in LIMITS and v[0] > LIMITS[k] * v[1]}
+    if over:
+        (out / "report.json").write_text(json.dumps(res, indent=1, sort_keys=True))
+        raise SystemExit(f"the {board} build does not fit within the limits: " + ", ".join(
+            f"{k} {u}/{a} ({100 * u / a:.0f}% > {100 * LIMITS[k]:.0f}%)"
+            for k, (u, a) in over.items()) + " (vrex.boards: shrink the build)")
     with ThreadPoolExecutor(max(1, min(jobs or default_jobs(), len(seeds)))) as pool:
         runs = list(pool.map(lambda s: place(b, out, s), seeds))
     res["seeds"] = {str(r["seed"]): r for r in runs}
@@ -202,10 +233,22 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--prepare-only", action="store_true",
                     help="write the design and constraints, run no tool")
+    ap.add_argument("--fit", action="store_true",
+                    help="synthesise and pack only: does the build fit the device?")
     a = ap.parse_args(argv)
     if a.prepare_only:
         prepare(a.board, a.preset, a.out)
         return 0
+    if a.fit:
+        synthesise(a.board, a.preset, a.out)
+        ok = True
+        for k, (used, avail) in packed(a.board, a.out).items():
+            lim = LIMITS.get(k)
+            if lim or k == "TRELLIS_FF":
+                ok &= lim is None or used <= lim * avail
+                print(f"{k:14s} {used:6d} / {avail:6d}  {100 * used / avail:5.1f}%"
+                      + (f"  (limit {100 * lim:.0f}%)" if lim else ""))
+        return 0 if ok else 1
     res = build(a.board, a.preset, a.out, tuple(int(s) for s in a.seeds.split(",")), a.jobs)
     print((Path(a.out) / "report.md").read_text())
     bad = [k for k, v in res["limits"].items() if not v["holds"]]

@@ -62,10 +62,11 @@ def test_the_crop_fits_the_board(bundled, preset):
     assert max(h.attended for g in plan.golden for h in g.heads) <= cfg.attn_b_rows
 
 
+@pytest.mark.soak
 def test_board_top_under_the_platform(tmp_path):
     """The board top elaborates on amaranth-boards' ULX3S 85F platform: the UART's and the
     LEDs' pins and the oscillator's clock in the constraints, the PLL and the global reset
-    in the design."""
+    in the design (make soak; make fpga builds it whole)."""
     from synth.fpga import prepare
     prepare("ulx3s", "paper", tmp_path)
     lpf = (tmp_path / "ulx3s.lpf").read_text()

@@ -27,7 +27,7 @@ def regs_board(mem_size=4096, bus_bytes=16, timeout=400):
                        divisor=DIVISOR, timeout=timeout)
 
 
-@pytest.mark.parametrize("bus_bytes", [16, 8])
+@pytest.mark.parametrize("bus_bytes", [16, pytest.param(8, marks=pytest.mark.soak)])
 def test_registers_and_memory_over_the_line(bus_bytes):
     """The ID and version registers, a read-write register written and read back, words
     of memory written in frames of several sizes at random places (some not whole words:
