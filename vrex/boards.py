@@ -45,11 +45,11 @@ class Board:
 BOARDS = {
     "ulx3s": Board(
         name="ulx3s", device="--85k", package="CABGA381", clk_in_mhz=25, clk_mhz=100,
-        mem_bytes=192 * 1024, baud=3_000_000, timeout_ms=20,
+        mem_bytes=224 * 1024, baud=3_000_000, timeout_ms=20,
         build=dict(block_tokens=4, near_blocks=96, kvmu_clusters=32, kvmu_blocks=64,
                    window=64, attn_b_rows=64, wtu_row_entries=256, core_max_tokens=64,
                    attn_n=4, hcu_lanes=8, wtu_lanes=8),
-        far_slots=16,
+        far_slots=24,
         crop=dict(steps=5, tokens_per_step=8)),
 }
 

@@ -140,10 +140,12 @@ async def board_stream(dut):
             await host.soft_reset()
         sent = port.sent
         res = await host.run(plan, max_polls=2_000)
+        names = {code: name for name, (code, _) in regmap.ERRORS.items()}
+        assert res.error == 0, (f"{preset}: ERROR_CODE {res.error_code:#x} "
+                                f"({names.get(res.error)}, address {res.error_addr:#x})")
         bad = compare_outputs(plan, res.o_rows)
         assert not bad, f"{preset}: the board differs from the golden model:\n" + "\n".join(
             bad[:10])
-        assert res.error == 0, f"{preset}: ERROR_CODE {res.error_code:#x}"
         sel = sum(len(h.selected) for g in plan.golden for h in g.heads)
         dut._log.info(f"{preset}: {len(plan.descriptors)} descriptors bit-exact ({sel} "
                       f"clusters selected), {port.sent - sent} bytes sent on the line")

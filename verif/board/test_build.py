@@ -58,6 +58,17 @@ def test_the_crop_fits_the_board(bundled, preset):
         assert end <= plan.io_base + plan.io_size
     opened = max(int(g.clusters.max()) + 1 for g in plan.golden if g.clusters.size)
     assert opened <= cfg.kvmu_clusters
+    # every token stored: the near ring moves its oldest block (sealed, partly filled) to
+    # the far tier, which must hold every move (golden.kvmu.KvMemory at the board's sizes)
+    from golden.kvmu import KvGeometry, KvMemory
+    mem = KvMemory(KvGeometry(block_tokens=cfg.block_tokens, head_dim=cfg.head_dim,
+                              heads_per_group=cfg.heads_per_group, near_blocks=cfg.near_blocks,
+                              far_blocks=board.far_slots, max_blocks=cfg.kvmu_blocks))
+    for g in plan.golden:
+        for grp in range(g.clusters.shape[0]):
+            for t, c in enumerate(g.clusters[grp].tolist()):
+                assert mem.store(g.step, g.layer, grp, g.token0 + t, c)[0] is not None, \
+                    f"step {g.step} layer {g.layer}: the KV tiers are full"
     assert sum(len(h.selected) for g in plan.golden for h in g.heads) > 0
     assert max(h.attended for g in plan.golden for h in g.heads) <= cfg.attn_b_rows
 
