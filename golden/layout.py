@@ -177,12 +177,14 @@ def compare_outputs(plan: StreamPlan, o_rows: list, per_head: int = 3) -> list:
     return bad
 
 
-def board_trace(trace, board="ulx3s", steps: int | None = None):
+def board_trace(trace, board="ulx3s", steps: int | None = None,
+                tokens: int | None = None):
     """The crop of ``trace`` the board's memory holds: its first ``steps`` steps, the first
-    ``tokens_per_step`` tokens of each, every layer (``steps``: fewer steps)."""
+    ``tokens_per_step`` tokens of each, every layer (``steps``, ``tokens``: a smaller
+    crop)."""
     from vrex.boards import BOARDS
     from .trace import cut_trace
     b = BOARDS[board] if isinstance(board, str) else board
     c = b.crop
     return cut_trace(trace, range(steps or c["steps"]), range(trace.n_layers),
-                     f"{trace.name}_{b.name}", tokens_per_step=c["tokens_per_step"])
+                     f"{trace.name}_{b.name}", tokens_per_step=tokens or c["tokens_per_step"])

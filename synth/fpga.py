@@ -159,20 +159,36 @@ def packed(board: str, out) -> dict:
     return util
 
 
+def fit(board: str = "ulx3s", preset: str = "paper", out="build/fpga") -> dict:
+    """:func:`synthesise` and :func:`packed`: the report of a build not yet placed (its
+    utilisation after packing, against :data:`LIMITS`; the cycle model's cost), written as
+    ``report.json`` and ``report.md`` in ``out``."""
+    out = Path(out)
+    res = synthesise(board, preset, out)
+    util = packed(board, out)
+    res["utilisation"] = {k: {"used": u, "available": a, "share": round(u / a, 4)}
+                          for k, (u, a) in util.items() if k in DEVICE_85F}
+    res["utilisation_from"] = "nextpnr-ecp5 --pack-only"
+    res["limits"] = {k: {"limit": lim, "holds": res["utilisation"].get(k, {}).get(
+        "share", 0) <= lim} for k, lim in LIMITS.items()}
+    res["seeds"], res["fmax_by_seed"] = {}, {}
+    res["cycle_cost"] = cycle_cost(board)
+    _write(res, out)
+    return res
+
+
 def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(1, 2, 3),
           jobs: int | None = None, bitstream: bool = True) -> dict:
+    """:func:`fit`, then nextpnr on every seed (``jobs`` at once) and ecppack of the best."""
     out = Path(out)
     t0 = time.time()
-    res = synthesise(board, preset, out)
+    res = fit(board, preset, out)
     b = BOARDS[board]
-    res["packed"] = packed(board, out)
-    over = {k: v for k, v in res["packed"].items()
-            if k in LIMITS and v[0] > LIMITS[k] * v[1]}
+    over = [k for k, v in res["limits"].items() if not v["holds"]]
     if over:
-        (out / "report.json").write_text(json.dumps(res, indent=1, sort_keys=True))
         raise SystemExit(f"the {board} build does not fit within the limits: " + ", ".join(
-            f"{k} {u}/{a} ({100 * u / a:.0f}% > {100 * LIMITS[k]:.0f}%)"
-            for k, (u, a) in over.items()) + " (vrex.boards: shrink the build)")
+            f"{k} {100 * res['utilisation'][k]['share']:.0f}% > "
+            f"{100 * LIMITS[k]:.0f}%" for k in over) + " (vrex.boards: shrink the build)")
     with ThreadPoolExecutor(max(1, min(jobs or default_jobs(), len(seeds)))) as pool:
         runs = list(pool.map(lambda s: place(b, out, s), seeds))
     res["seeds"] = {str(r["seed"]): r for r in runs}
@@ -180,6 +196,7 @@ def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(
     res["utilisation"] = {k: {"used": v["used"], "available": v["available"],
                               "share": round(v["used"] / v["available"], 4)}
                           for k, v in util.items() if k in DEVICE_85F}
+    res["utilisation_from"] = "nextpnr-ecp5's placed design (seed 1)"
     res["limits"] = {k: {"limit": lim, "holds": res["utilisation"].get(k, {}).get(
         "share", 0) <= lim} for k, lim in LIMITS.items()}
     res["fmax_by_seed"] = {str(r["seed"]): r["fmax_mhz"] for r in runs}
@@ -189,18 +206,22 @@ def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(
               "--bit", f"{board}.bit"], out, "ecppack.log")
         res["bitstream"] = str(out / f"{board}.bit")
         res["bitstream_seed"] = best["seed"]
-    res["cycle_cost"] = cycle_cost(board)
     res["seconds"]["total"] = round(time.time() - t0)
+    _write(res, out)
+    return res
+
+
+def _write(res: dict, out: Path) -> None:
     (out / "report.json").write_text(json.dumps(res, indent=1, sort_keys=True))
     (out / "report.md").write_text(markdown(res))
     _into_synth_report(res)
-    return res
 
 
 def markdown(res: dict) -> str:
     lines = [f"# {res['board']}: the board design", "",
              f"{res['device']}, core clock {res['clk_mhz']} MHz from the PLL, "
              f"{res['mem_bytes'] // 1024} KB of on-chip memory.", "",
+             f"Utilisation ({res.get('utilisation_from', '')}):", "",
              "| resource | used | available | share | limit |", "|---|---|---|---|---|"]
     for k, u in res["utilisation"].items():
         lim = res["limits"].get(k, {}).get("limit")
@@ -212,6 +233,8 @@ def markdown(res: dict) -> str:
         st = r["sta"] or {}
         lines.append(f"| {s} | {r['fmax_mhz']} | {st.get('worst_slack_ns', '-')} | "
                      f"{st.get('failing', '-')} |")
+    if not res["seeds"]:
+        lines.append("| (not placed: `python -m synth.fpga --fit` packs only) | | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -240,15 +263,9 @@ def main(argv=None) -> int:
         prepare(a.board, a.preset, a.out)
         return 0
     if a.fit:
-        synthesise(a.board, a.preset, a.out)
-        ok = True
-        for k, (used, avail) in packed(a.board, a.out).items():
-            lim = LIMITS.get(k)
-            if lim or k == "TRELLIS_FF":
-                ok &= lim is None or used <= lim * avail
-                print(f"{k:14s} {used:6d} / {avail:6d}  {100 * used / avail:5.1f}%"
-                      + (f"  (limit {100 * lim:.0f}%)" if lim else ""))
-        return 0 if ok else 1
+        res = fit(a.board, a.preset, a.out)
+        print((Path(a.out) / "report.md").read_text())
+        return 0 if all(v["holds"] for v in res["limits"].values()) else 1
     res = build(a.board, a.preset, a.out, tuple(int(s) for s in a.seeds.split(",")), a.jobs)
     print((Path(a.out) / "report.md").read_text())
     bad = [k for k, v in res["limits"].items() if not v["holds"]]

@@ -18,8 +18,11 @@ def board_fpga(snap: dict, board: str = "ulx3s") -> list[str]:
     v = _entry(snap, board)
     if not v:
         return ["(`make fpga` has not been measured into docs/figures.json yet.)"]
+    placed = bool(v["seeds"])
+    how = ("as nextpnr-ecp5 placed it" if placed else
+           "as nextpnr-ecp5 packed it (`--pack-only`: before placement)")
     out = [f"The whole design ({v['device']}, the core at {v['clk_mhz']:g} MHz from the PLL, "
-           f"{v['mem_bytes'] // 1024} KB of on-chip memory), as nextpnr-ecp5 placed it:", "",
+           f"{v['mem_bytes'] // 1024} KB of on-chip memory), {how}:", "",
            "| resource | used | of | share | the build's limit |", "|---|---|---|---|---|"]
     for k, u in v["utilisation"].items():
         lim = v["limits"].get(k)
@@ -27,6 +30,9 @@ def board_fpga(snap: dict, board: str = "ulx3s") -> list[str]:
         out.append(f"| {_NAMES.get(k, k)} | {u['used']:,} | {u['available']:,} | "
                    f"{100 * u['share']:.1f}% | "
                    + (f"{100 * lim['limit']:.0f}%{held}" if lim else "–") + " |")
+    if not placed:
+        return out + ["", "Placement, routing and Fmax on three seeds (`make fpga`) are not in "
+                          "this snapshot."]
     out += ["", "| nextpnr seed | Fmax (MHz) | worst slack at the clock (ns) | failing endpoints |",
             "|---|---|---|---|"]
     for s, r in v["seeds"].items():

@@ -247,12 +247,13 @@ def fpga_values(rep: dict) -> dict:
     seeds = {s: {"fmax_mhz": r["fmax_mhz"],
                  **{k: (r.get("sta") or {}).get(k) for k in ("worst_slack_ns", "failing")}}
              for s, r in rep["seeds"].items()}
-    worst = min(rep["seeds"].values(), key=lambda r: r["fmax_mhz"] or 0)
+    worst = min(rep["seeds"].values(), key=lambda r: r["fmax_mhz"] or 0, default={})
     pairs = (worst.get("sta") or {}).get("worst_pairs", [])[:3]
     limiting = {"seed": worst["seed"], "paths": [f"{a} → {b}: {s} ns slack ({c} paths)"
                                                  for a, b, s, c in pairs]} if pairs else None
     return {k: rep.get(k) for k in ("device", "clk_mhz", "mem_bytes", "utilisation", "limits",
-                                    "fmax_by_seed", "cycle_cost")} | {"seeds": seeds,
+                                    "fmax_by_seed", "cycle_cost", "utilisation_from")} | {
+                                        "seeds": seeds,
                                                                       "limiting": limiting}
 
 

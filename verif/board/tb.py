@@ -81,8 +81,8 @@ async def start(dut):
 
 
 def board_plans(cfg):
-    """The board's crop of the bundled trace (its first VREX_STEPS steps, all by default)
-    under each preset of VREX_PRESETS, laid out in the board's memory a descriptor at a time
+    """The board's crop of the bundled trace (its first VREX_STEPS steps and VREX_TOKENS
+    tokens of each, the board's crop by default) under each preset of VREX_PRESETS, laid out in the board's memory a descriptor at a time
     (``vrex.boards``)."""
     from golden.layout import board_trace, compact_layout, plan_stream
     from golden.trace import quantise
@@ -91,7 +91,8 @@ def board_plans(cfg):
     from vrex.config import PRESETS
     board = BOARDS[os.environ.get("VREX_BOARD", "ulx3s")]
     tr, _ = bundled()
-    crop = board_trace(tr, board, int(os.environ.get("VREX_STEPS", 0)) or None)
+    crop = board_trace(tr, board, int(os.environ.get("VREX_STEPS", 0)) or None,
+                       int(os.environ.get("VREX_TOKENS", 0)) or None)
     qt = quantise(crop)
     out = []
     for p in os.environ.get("VREX_PRESETS", "paper,tuned").split(","):
