@@ -28,7 +28,8 @@ from vrex.toolchain import default_jobs
 
 from .run import KEEP_COPIES, _cells, _map_fpga, _run, ecp5_counts
 
-__all__ = ["build", "prepare", "synthesise", "packed", "place", "cycle_cost", "LIMITS", "DEVICE_85F", "main"]
+__all__ = ["build", "fit", "prepare", "synthesise", "packed", "place", "cycle_cost", "LIMITS",
+           "DEVICE_85F", "main"]
 
 # the ECP5-85F's resources and the share of each a board build may take (the headroom
 # nextpnr needs to route, and room to grow)

@@ -82,7 +82,8 @@ async def start(dut):
 
 def board_plans(cfg):
     """The board's crop of the bundled trace (its first VREX_STEPS steps and VREX_TOKENS
-    tokens of each, the board's crop by default) under each preset of VREX_PRESETS, laid out in the board's memory a descriptor at a time
+    tokens of each, the board's crop by default) under each preset of VREX_PRESETS, laid out
+    in the board's memory a descriptor at a time
     (``vrex.boards``)."""
     from golden.layout import board_trace, compact_layout, plan_stream
     from golden.trace import quantise
