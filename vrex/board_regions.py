@@ -10,6 +10,10 @@ _NAMES = {"TRELLIS_COMB": "logic cells (LUT4, carry, LUT RAM)", "TRELLIS_FF": "f
           "DP16KD": "block RAMs (DP16KD)", "MULT18X18D": "multipliers (MULT18X18D)"}
 
 
+def _n(x) -> str:
+    return f"{x:,}".replace(",", " ")
+
+
 def _entry(snap: dict, board: str):
     return snap.get("entries", {}).get(f"fpga/{board}", {}).get("values")
 
@@ -27,7 +31,7 @@ def board_fpga(snap: dict, board: str = "ulx3s") -> list[str]:
     for k, u in v["utilisation"].items():
         lim = v["limits"].get(k)
         held = "" if lim is None else (" (holds)" if lim["holds"] else " (**exceeded**)")
-        out.append(f"| {_NAMES.get(k, k)} | {u['used']:,} | {u['available']:,} | "
+        out.append(f"| {_NAMES.get(k, k)} | {_n(u['used'])} | {_n(u['available'])} | "
                    f"{100 * u['share']:.1f}% | "
                    + (f"{100 * lim['limit']:.0f}%{held}" if lim else "–") + " |")
     if not placed:
@@ -48,9 +52,10 @@ def board_cycles(snap: dict, board: str = "ulx3s") -> list[str]:
     v = _entry(snap, board)
     if not v or not v.get("cycle_cost"):
         return ["(`make fpga` has not been measured into docs/figures.json yet.)"]
-    out = ["| preset | stream | reference build | board build | change |", "|---|---|---|---|---|"]
+    out = ["| preset | stream | reference build (cycles) | board build | ratio |",
+           "|---|---|---|---|---|"]
     for key, r in v["cycle_cost"].items():
         preset, stream = key.split("/", 1)
-        out.append(f"| {preset} | {stream.replace('_', ' ')} | {r['reference']:,} | "
-                   f"{r['board']:,} | {100 * (r['board'] / r['reference'] - 1):+.1f}% |")
+        out.append(f"| {preset} | {stream.replace('_', ' ')} | {_n(r['reference'])} | "
+                   f"{_n(r['board'])} | x{r['board'] / r['reference']:.2f} |")
     return out
