@@ -40,8 +40,8 @@ def board_fpga(snap: dict, board: str = "ulx3s") -> list[str]:
     out += ["", "| nextpnr seed | Fmax (MHz) | worst slack at the clock (ns) | failing endpoints |",
             "|---|---|---|---|"]
     for s, r in v["seeds"].items():
-        out.append(f"| {s} | {r['fmax_mhz']} | {r.get('worst_slack_ns', '–')} | "
-                   f"{r.get('failing', '–')} |")
+        cells = [r.get(k) for k in ("fmax_mhz", "worst_slack_ns", "failing")]
+        out.append(f"| {s} | " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
     if v.get("limiting"):
         out += ["", "Limiting paths (seed " + str(v["limiting"]["seed"]) + "):"]
         out += [f"- {p}" for p in v["limiting"]["paths"]]
