@@ -166,12 +166,7 @@ def fit(board: str = "ulx3s", preset: str = "paper", out="build/fpga") -> dict:
     ``report.json`` and ``report.md`` in ``out``."""
     out = Path(out)
     res = synthesise(board, preset, out)
-    util = packed(board, out)
-    res["utilisation"] = {k: {"used": u, "available": a, "share": round(u / a, 4)}
-                          for k, (u, a) in util.items() if k in DEVICE_85F}
-    res["utilisation_from"] = "nextpnr-ecp5 --pack-only"
-    res["limits"] = {k: {"limit": lim, "holds": res["utilisation"].get(k, {}).get(
-        "share", 0) <= lim} for k, lim in LIMITS.items()}
+    _utilisation(res, packed(board, out), "nextpnr-ecp5 --pack-only")
     res["seeds"], res["fmax_by_seed"] = {}, {}
     res["cycle_cost"] = cycle_cost(board)
     _write(res, out)
@@ -193,13 +188,9 @@ def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(
     with ThreadPoolExecutor(max(1, min(jobs or default_jobs(), len(seeds)))) as pool:
         runs = list(pool.map(lambda s: place(b, out, s), seeds))
     res["seeds"] = {str(r["seed"]): r for r in runs}
-    util = runs[0]["utilisation"]
-    res["utilisation"] = {k: {"used": v["used"], "available": v["available"],
-                              "share": round(v["used"] / v["available"], 4)}
-                          for k, v in util.items() if k in DEVICE_85F}
-    res["utilisation_from"] = "nextpnr-ecp5's placed design (seed 1)"
-    res["limits"] = {k: {"limit": lim, "holds": res["utilisation"].get(k, {}).get(
-        "share", 0) <= lim} for k, lim in LIMITS.items()}
+    _utilisation(res, {k: (v["used"], v["available"])
+                       for k, v in runs[0]["utilisation"].items()},
+                 "nextpnr-ecp5's placed design (seed 1)")
     res["fmax_by_seed"] = {str(r["seed"]): r["fmax_mhz"] for r in runs}
     best = max(runs, key=lambda r: r["fmax_mhz"] or 0)
     if bitstream:
@@ -210,6 +201,16 @@ def build(board: str = "ulx3s", preset: str = "paper", out="build/fpga", seeds=(
     res["seconds"]["total"] = round(time.time() - t0)
     _write(res, out)
     return res
+
+
+def _utilisation(res: dict, util: dict, source: str) -> None:
+    """``res``'s utilisation from ``{resource: (used, available)}`` and whether each of
+    :data:`LIMITS` holds."""
+    res["utilisation"] = {k: {"used": u, "available": a, "share": round(u / a, 4)}
+                          for k, (u, a) in util.items() if k in DEVICE_85F}
+    res["utilisation_from"] = source
+    res["limits"] = {k: {"limit": lim, "holds": res["utilisation"].get(k, {}).get(
+        "share", 0) <= lim} for k, lim in LIMITS.items()}
 
 
 def _write(res: dict, out: Path) -> None:
